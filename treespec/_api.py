@@ -1,0 +1,263 @@
+"""Spec tools: `spec_of`, `flag_tree`, `explain`."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import sys
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any, TextIO
+
+import jax
+
+from ._errors import SpecError, ValidationError
+from ._flags import FlagEntry, Flags, normalize_flags
+from ._hints import _Context, derive_spec, parse_annotation
+from ._plan import Kind, LeafInfo, Plan, _check_default, build_plan, walk_value
+from ._spec import Spec
+
+__all__ = ["caller_namespace", "explain", "flag_tree", "spec_of"]
+
+_specs: weakref.WeakKeyDictionary[Any, Spec] = weakref.WeakKeyDictionary()
+_specs_lock = threading.Lock()
+
+
+def caller_namespace(depth: int) -> dict[str, Any]:
+    """The local names of the frame `depth` levels above the caller.
+
+    Annotations may name classes defined in the function that applies the
+    decorator; those live only in that frame's locals.
+    """
+    try:
+        frame = sys._getframe(depth + 1)
+    except ValueError:
+        return {}
+    if frame.f_locals is frame.f_globals:
+        return {}
+    return dict(frame.f_locals)
+
+
+def _spec_for(fun: Any, localns: Mapping[str, Any]) -> Spec:
+    own = getattr(fun, "__treespec_spec__", None)
+    if isinstance(own, Spec):
+        return own
+    try:
+        cached = _specs.get(fun)
+    except TypeError:
+        cached = None
+    if cached is not None:
+        return cached
+    spec = derive_spec(fun, localns)
+    with _specs_lock, contextlib.suppress(TypeError):
+        _specs[fun] = spec
+    return spec
+
+
+def spec_of(fun: Callable[..., Any]) -> Spec:
+    """The `Spec` derived from `fun`'s annotations.
+
+    Derived once per function and cached; a treespec transform returns the spec
+    it was built with.
+
+    **Arguments:**
+
+    - `fun`: a function (or method, `functools.partial`, treespec transform).
+
+    **Returns:**
+
+    An immutable, hashable `Spec`; `repr(spec)` reads like the signature and
+    `spec.tree()` shows every annotation as an indented tree.
+
+    **Raises:**
+
+    `SpecError` for a bad annotation: a union whose members disagree on
+    markers, a marker directly inside another, an unresolvable forward
+    reference.
+
+    !!! example
+
+        ```python
+        import treespec
+        from treespec import Static
+
+        def f(n: Static[int], x: float) -> float:
+            return n * x
+
+        print(treespec.spec_of(f))  # Spec(f(n: Static[int], x: float) -> float)
+        ```
+    """
+    return _spec_for(fun, caller_namespace(1))
+
+
+def _is_function(obj: Any) -> bool:
+    return (
+        inspect.isfunction(obj)
+        or inspect.ismethod(obj)
+        or hasattr(obj, "__treespec_spec__")
+        or (hasattr(obj, "func") and callable(obj))
+    )
+
+
+def _flag_value(info: LeafInfo, leaf: Any) -> bool:
+    return info.resolve(leaf) is Kind.STATIC
+
+
+def flag_tree(
+    value: Any,
+    annotation_or_fun: Any = None,
+    *,
+    flags: FlagEntry = None,
+    default: str = "infer",
+) -> Any:
+    """The boolean tree (`True` = static) that treespec resolves for `value`.
+
+    **Arguments:**
+
+    - `value`: a concrete pytree. When `annotation_or_fun` is a function,
+      `value` is the tuple of its positional arguments.
+    - `annotation_or_fun`: an annotation (`Config`, `dict[str, Static[int]]`) or
+      a function whose parameter annotations apply; `None` for none.
+    - `flags`: explicit flags (a prefix tree of `True`/`False`/`None`/callables),
+      which win over markers, as `static_flags` does.
+    - `default`: the policy for leaves that no marker or flag covers.
+
+    **Returns:**
+
+    A tree shaped like `value` with a `bool` at every leaf; for a function, a
+    tuple with one such tree per argument: exactly the `static_flags` form.
+
+    !!! example
+
+        ```python
+        from typing import TypedDict
+        import jax.numpy as jnp
+        import treespec
+        from treespec import Static
+
+        class Config(TypedDict):
+            n: Static[int]
+            w: jnp.ndarray
+
+        flags = treespec.flag_tree({"n": 3, "w": jnp.ones(2)}, Config)
+        assert flags == {"n": True, "w": False}
+        ```
+    """
+    _check_default(default)
+    localns = caller_namespace(1)
+    leaves, treedef = jax.tree_util.tree_flatten(value)
+    if annotation_or_fun is not None and _is_function(annotation_or_fun):
+        spec = _spec_for(annotation_or_fun, localns)
+        if not isinstance(value, (tuple, list)):
+            raise SpecError(
+                "flag_tree(value, fun) takes the tuple of fun's positional arguments "
+                f"as value; got {type(value).__name__}."
+            )
+        norm = normalize_flags(flags, spec) if flags is not None else Flags()
+        args = tuple(value)
+        plan, _ = build_plan(spec, norm, default, args, {}, None, check=False)
+        arg_leaves = jax.tree_util.tree_leaves((args, {}))
+        bools = [_flag_value(i, leaf) for i, leaf in zip(plan.infos, arg_leaves)]
+        both = jax.tree_util.tree_unflatten(
+            jax.tree_util.tree_structure((args, {})), bools
+        )
+        return tuple(both[0])
+    if annotation_or_fun is None:
+        from ._spec import AnyNode
+
+        node: Any = AnyNode()
+    else:
+        node = parse_annotation(annotation_or_fun, _Context({}, localns), "flag_tree")
+    infos, _, uncovered = walk_value(
+        value, node, flags=flags, default=default, check=False
+    )
+    if uncovered:
+        raise SpecError(
+            f"default='error' and nothing covers {', '.join(uncovered)}; annotate "
+            "those leaves or pass flags."
+        )
+    bools = [_flag_value(i, leaf) for i, leaf in zip(infos, leaves)]
+    return jax.tree_util.tree_unflatten(treedef, bools)
+
+
+def _kind_word(kind: Kind) -> str:
+    return kind.value
+
+
+def format_plan(plan: Plan, leaves: list[Any]) -> str:
+    """One line per leaf: path, kind, what the leaf is, where the kind came from."""
+    from ._errors import describe_value
+
+    rows = []
+    for info, leaf in zip(plan.infos, leaves):
+        kind = info.resolve(leaf)
+        rows.append((info.path, _kind_word(kind), describe_value(leaf), info.source))
+    if not rows:
+        return "(no leaves)"
+    widths = [max(len(r[c]) for r in rows) for c in range(3)]
+    return "\n".join(
+        f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  <- {r[3]}"
+        for r in rows
+    )
+
+
+def explain(fun: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """Print how treespec resolves `fun`'s arguments.
+
+    **Arguments:**
+
+    - `fun`: a function or a treespec transform (its `static_flags` and
+      `default` are used).
+    - `*args`, `**kwargs`: optional. Without them, the spec is printed as an
+      indented tree of annotations; with them, one line per leaf of that call:
+      key path, `static`/`dynamic`/`donate`, the value, and where the kind came
+      from (a flag, a marker on which annotation, or the default).
+
+    **Returns:**
+
+    Nothing; the text goes to standard output.
+
+    !!! example
+
+        ```python
+        import jax.numpy as jnp
+        import treespec
+        from treespec import Static
+
+        def f(n: Static[int], x):
+            return n * x
+
+        treespec.explain(f)
+        treespec.explain(f, 3, jnp.ones(2))
+        ```
+    """
+    print(explain_text(fun, args, kwargs, caller_namespace(1)))
+
+
+def explain_text(
+    fun: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    localns: Mapping[str, Any],
+    file: TextIO | None = None,
+) -> str:
+    spec = _spec_for(fun, localns)
+    if not args and not kwargs:
+        return spec.tree()
+    flags = getattr(fun, "_flags", None)
+    if not isinstance(flags, Flags):
+        flags = Flags()
+    default = getattr(fun, "_default", "infer")
+    try:
+        signature: inspect.Signature | None = inspect.signature(fun)
+    except (TypeError, ValueError):
+        signature = None
+    plan, issues = build_plan(
+        spec, flags, default, args, kwargs, None, signature=signature
+    )
+    leaves = jax.tree_util.tree_leaves((args, kwargs))
+    text = f"{spec.name}\n" + format_plan(plan, leaves)
+    if issues:
+        text += "\n" + str(ValidationError(issues, spec.name))
+    return text

@@ -1,0 +1,104 @@
+"""`treespec.dataclass`: a frozen pytree dataclass whose Static fields are metadata."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+import jax
+from typing_extensions import dataclass_transform
+
+from ._markers import Marker, marker_of
+
+__all__ = ["dataclass"]
+
+_C = TypeVar("_C", bound=type)
+_STATIC_TEXT = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*Static\[")
+
+
+def _is_static_field(cls: type, name: str, annotation: Any) -> bool:
+    """True when the field's outermost marker is Static.
+
+    A string annotation (`from __future__ import annotations`) is evaluated in
+    the class's module; if it names something not defined yet, its text decides.
+    """
+    if isinstance(annotation, str):
+        module = sys.modules.get(cls.__module__)
+        namespace = dict(vars(module)) if module else {}
+        namespace.setdefault(cls.__name__, cls)
+        try:
+            annotation = eval(annotation, namespace)
+        except Exception:
+            return bool(_STATIC_TEXT.match(annotation))
+    _, markers, _ = marker_of(annotation)
+    return Marker.STATIC in markers
+
+
+def _register(cls: _C, kwargs: dict[str, Any]) -> _C:
+    kwargs.setdefault("frozen", True)
+    made: Any = dataclasses.dataclass(**kwargs)(cls)
+    meta, data = [], []
+    for field in dataclasses.fields(made):
+        if not field.init:
+            raise TypeError(
+                f"treespec.dataclass {made.__qualname__}.{field.name}: fields with "
+                "init=False cannot be rebuilt from a pytree; give it init=True."
+            )
+        if _is_static_field(made, field.name, field.type):
+            meta.append(field.name)
+        else:
+            data.append(field.name)
+    jax.tree_util.register_dataclass(made, data_fields=data, meta_fields=meta)
+    return made  # type: ignore[no-any-return]
+
+
+@overload
+def dataclass(cls: _C, /) -> _C: ...
+
+
+@overload
+def dataclass(
+    *, frozen: bool = True, eq: bool = True, repr: bool = True, kw_only: bool = False
+) -> Callable[[_C], _C]: ...
+
+
+@dataclass_transform(frozen_default=True)
+def dataclass(cls: Any = None, /, **kwargs: Any) -> Any:
+    """A frozen dataclass registered as a JAX pytree.
+
+    Fields annotated `Static[...]` become JAX metadata fields (part of the tree
+    structure), so even plain `jax.jit` holds them static; all other fields are
+    children. treespec transforms read the same annotations.
+
+    **Arguments:**
+
+    - `cls`: the class (when used as a bare decorator).
+    - `**kwargs`: passed to `dataclasses.dataclass` (`frozen` defaults to True).
+
+    **Returns:**
+
+    The dataclass, registered with `jax.tree_util.register_dataclass`.
+
+    !!! example
+
+        ```python
+        import jax
+        import jax.numpy as jnp
+        import treespec
+        from treespec import Static
+
+        @treespec.dataclass
+        class Layer:
+            w: jax.Array
+            activation: Static[str]
+
+        layer = Layer(jnp.ones(3), "relu")
+        assert jax.tree_util.tree_leaves(layer) == [layer.w]
+        ```
+    """
+    if cls is None:
+        return lambda c: _register(c, dict(kwargs))
+    return _register(cls, dict(kwargs))

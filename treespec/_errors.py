@@ -1,0 +1,67 @@
+"""The two exception types and the formatting they share."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Issue", "SpecError", "ValidationError", "describe_value"]
+
+
+class SpecError(TypeError):
+    """The spec is wrong: an annotation, a `static_flags` tree or a policy.
+
+    Raised at decoration time where possible, otherwise when a tree structure is
+    first seen. The message names the parameter and the annotation path, and says
+    how to fix it.
+    """
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One problem with one argument: where, what was expected, what came."""
+
+    loc: str
+    expected: str
+    got: str
+    hint: str = ""
+
+    def format(self) -> str:
+        text = f"{self.loc}: expected {self.expected}, got {self.got}"
+        if self.hint:
+            text += f"\n    hint: {self.hint}"
+        return text
+
+
+class ValidationError(TypeError):
+    """An argument does not match its spec.
+
+    Every problem found in one call is listed on its own line with three parts:
+    where (argument and key path), what was expected, what came, and a hint where
+    one applies. `issues` holds them as `Issue` objects.
+    """
+
+    def __init__(self, issues: Sequence[Issue], context: str = "") -> None:
+        self.issues = tuple(issues)
+        self.context = context
+        head = f"{context}: " if context else ""
+        n = len(self.issues)
+        head += "1 invalid argument" if n == 1 else f"{n} invalid arguments"
+        lines = [head] + ["  " + i.format().replace("\n", "\n  ") for i in self.issues]
+        super().__init__("\n".join(lines))
+
+
+def describe_value(value: Any, limit: int = 40) -> str:
+    """A short description of a value for messages: `str '3'`, `float32[32,7]`."""
+    shape = getattr(value, "shape", None)
+    dtype = getattr(value, "dtype", None)
+    if shape is not None and dtype is not None:
+        dims = ",".join(str(d) for d in shape)
+        kind = type(value).__name__
+        suffix = " (tracer)" if "Tracer" in kind else ""
+        return f"{dtype}[{dims}]{suffix}"
+    text = repr(value)
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return f"{type(value).__name__} {text}"

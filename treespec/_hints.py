@@ -1,0 +1,355 @@
+"""From annotations to a `Spec`: follow every kind of hint DESIGN.md lists."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import sys
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, ForwardRef, TypeVar, get_args, get_origin
+
+import typing_extensions
+from typing_extensions import is_typeddict
+
+from ._errors import SpecError
+from ._markers import marker_of
+from ._spec import (
+    AnyNode,
+    ClassNode,
+    LeafNode,
+    MappingNode,
+    Node,
+    NoneNode,
+    Param,
+    PyTreeNode,
+    SequenceNode,
+    Spec,
+    UnionNode,
+    _ClassBacked,
+)
+
+__all__ = ["derive_spec", "parse_annotation", "type_text"]
+
+_REQUIRED = {typing_extensions.Required, typing_extensions.NotRequired}
+_REQUIRED |= {
+    getattr(typing, n) for n in ("Required", "NotRequired") if hasattr(typing, n)
+}
+_READONLY = {m.ReadOnly for m in (typing, typing_extensions) if hasattr(m, "ReadOnly")}
+_UNION_TYPES: tuple[Any, ...] = (typing.Union, types.UnionType)
+
+
+def type_text(annotation: Any) -> str:
+    """How an annotation reads in a message: `Static[int]`, `Float[Array, 'b n']`."""
+    base, markers, _ = marker_of(annotation)
+    if markers:
+        inner = type_text(base)
+        for m in markers:
+            inner = f"{m.title}[{inner}]"
+        return inner
+    if annotation is type(None) or annotation is None:
+        return "None"
+    if isinstance(annotation, str):
+        return annotation
+    if isinstance(annotation, ForwardRef):
+        return annotation.__forward_arg__
+    if isinstance(annotation, TypeVar):
+        return annotation.__name__
+    origin = get_origin(annotation)
+    if origin in _UNION_TYPES:
+        return " | ".join(type_text(a) for a in get_args(annotation))
+    if origin is not None:
+        args = get_args(annotation)
+        name = getattr(origin, "__name__", None) or repr(origin).replace("typing.", "")
+        if origin is typing.Literal:
+            return f"Literal[{', '.join(repr(a) for a in args)}]"
+        if not args:
+            return name
+        parts = ["..." if a is Ellipsis else type_text(a) for a in args]
+        return f"{name}[{', '.join(parts)}]"
+    if isinstance(annotation, type):
+        name = annotation.__name__
+        return name.replace("jaxlib._jax.Array", "Array").replace("jaxlib._jax.", "")
+    return repr(annotation).replace("typing.", "")
+
+
+class _Context:
+    """What one derivation needs: namespaces, TypeVar bindings, class cache."""
+
+    def __init__(self, globalns: dict[str, Any], localns: Mapping[str, Any]) -> None:
+        self.globalns = globalns
+        self.localns = dict(localns)
+        self.classes: dict[tuple[Any, ...], _ClassBacked] = {}
+
+    def evaluate(self, annotation: Any, where: str, module: str | None = None) -> Any:
+        if isinstance(annotation, ForwardRef):
+            annotation = annotation.__forward_arg__
+        if not isinstance(annotation, str):
+            return annotation
+        globalns = self.globalns
+        if module is not None and module in sys.modules:
+            globalns = {**vars(sys.modules[module])}
+        try:
+            return eval(annotation, globalns, self.localns)
+        except Exception as exc:
+            raise SpecError(
+                f"cannot resolve the forward reference {annotation!r} in {where}: "
+                f"{type(exc).__name__}: {exc}. Define the name at module level (or "
+                "in the scope where the decorator runs) before the function is "
+                "decorated."
+            ) from exc
+
+
+def _is_jaxtyping_array(tp: Any) -> bool:
+    jaxtyping = sys.modules.get("jaxtyping")
+    return (
+        jaxtyping is not None
+        and isinstance(tp, type)
+        and issubclass(tp, jaxtyping.AbstractArray)
+    )
+
+
+def _is_jaxtyping_pytree(tp: Any) -> bool:
+    jaxtyping = sys.modules.get("jaxtyping")
+    return jaxtyping is not None and (
+        tp is jaxtyping.PyTree or type(tp) is type(jaxtyping.PyTree)
+    )
+
+
+def _is_array_class(tp: Any) -> bool:
+    if not isinstance(tp, type):
+        return False
+    from ._rules import ARRAY_TYPES
+
+    return any(f"{c.__module__}.{c.__qualname__}" in ARRAY_TYPES for c in tp.__mro__)
+
+
+def _is_namedtuple(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields")
+
+
+def _check_union(members: tuple[Node, ...], where: str, text: str) -> None:
+    """Members of a union must agree on their markers (None aside)."""
+    relevant = [m for m in members if not isinstance(m, NoneNode)]
+    markers = {m.marker for m in relevant}
+    if len(markers) > 1:
+        shown = ", ".join(
+            f"{m.text or 'Any'} ({m.marker.title if m.marker else 'no marker'})"
+            for m in relevant
+        )
+        raise SpecError(
+            f"the union {text} in {where} has members that disagree on markers: "
+            f"{shown}. Put one marker around the whole union, e.g. "
+            f"Static[A | B], or mark every member alike."
+        )
+
+
+def parse_annotation(
+    annotation: Any,
+    ctx: _Context,
+    where: str,
+    bindings: Mapping[Any, Any] | None = None,
+    module: str | None = None,
+) -> Node:
+    """Turn one annotation into a `Node`; `where` names it for errors."""
+    bindings = bindings or {}
+    annotation = ctx.evaluate(annotation, where, module)
+    text = type_text(annotation)
+
+    base, markers, _foreign = marker_of(annotation)
+    if base is not annotation:
+        if len(markers) > 1:
+            raise SpecError(
+                f"{where} is annotated {text}: a marker directly inside another. "
+                f"Use exactly one of Static/Dynamic/Donate here (the outer one wins "
+                f"nothing: there is nothing between them)."
+            )
+        node = parse_annotation(base, ctx, where, bindings, module)
+        marker = markers[0] if markers else node.marker
+        if markers and node.marker is not None:
+            raise SpecError(
+                f"{where} is annotated {text}: a marker directly inside another. "
+                "Use exactly one of Static/Dynamic/Donate here."
+            )
+        return node.with_marker(marker, text) if markers else node
+
+    if isinstance(annotation, TypeVar):
+        if annotation in bindings:
+            return parse_annotation(bindings[annotation], ctx, where, None, module)
+        return AnyNode(text=text, origin=where)
+    if (
+        annotation is Any
+        or annotation is object
+        or annotation is inspect.Parameter.empty
+    ):
+        return AnyNode(
+            text="" if annotation is inspect.Parameter.empty else text, origin=where
+        )
+    if annotation is None or annotation is type(None):
+        return NoneNode(text="None", origin=where)
+
+    origin = get_origin(annotation)
+    args = get_args(annotation)
+    if origin in _REQUIRED or origin in _READONLY:
+        return parse_annotation(args[0], ctx, where, bindings, module)
+    if origin in _UNION_TYPES:
+        members = tuple(parse_annotation(a, ctx, where, bindings, module) for a in args)
+        _check_union(members, where, text)
+        return UnionNode(members=members, text=text, origin=where)
+    if origin is typing.Literal or origin is typing_extensions.Literal:
+        return LeafNode(annotation=annotation, text=text, origin=where)
+    if _is_jaxtyping_pytree(annotation):
+        leaftype = getattr(annotation, "leaftype", Any)
+        leaf = parse_annotation(
+            leaftype, ctx, f"{where} (PyTree leaf)", bindings, module
+        )
+        return PyTreeNode(leaf=leaf, text=text, origin=where)
+    if _is_jaxtyping_array(annotation) or _is_array_class(annotation):
+        return LeafNode(annotation=annotation, is_array=True, text=text, origin=where)
+
+    if origin is tuple:
+        if args == ((),) or (not args and annotation is not tuple):
+            return SequenceNode(container=tuple, items=(), text=text, origin=where)
+        if len(args) == 2 and args[1] is Ellipsis:
+            rest = parse_annotation(args[0], ctx, f"{where}[*]", bindings, module)
+            return SequenceNode(container=tuple, rest=rest, text=text, origin=where)
+        items = tuple(
+            parse_annotation(a, ctx, f"{where}[{i}]", bindings, module)
+            for i, a in enumerate(args)
+        )
+        return SequenceNode(container=tuple, items=items, text=text, origin=where)
+    if origin is list:
+        rest = parse_annotation(
+            args[0] if args else Any, ctx, f"{where}[*]", bindings, module
+        )
+        return SequenceNode(container=list, rest=rest, text=text, origin=where)
+    if origin is dict:
+        value_ann = args[1] if len(args) == 2 else Any
+        values = parse_annotation(value_ann, ctx, f"{where}[*]", bindings, module)
+        return MappingNode(cls=dict, values=values, text=text, origin=where)
+    if origin is not None and isinstance(origin, type) and _is_class_backed(origin):
+        params = getattr(origin, "__parameters__", ())
+        sub = {p: _substitute(a, bindings) for p, a in zip(params, args)}
+        return _class_node(origin, tuple(sub.values()), sub, ctx, text, where)
+    if origin is not None:
+        return LeafNode(annotation=annotation, text=text, origin=where)
+
+    if annotation is tuple:
+        rest = AnyNode(origin=f"{where}[*]")
+        return SequenceNode(container=tuple, rest=rest, text=text, origin=where)
+    if annotation is list:
+        return SequenceNode(container=list, rest=AnyNode(), text=text, origin=where)
+    if annotation is dict:
+        return MappingNode(cls=dict, values=AnyNode(), text=text, origin=where)
+    if isinstance(annotation, type) and _is_class_backed(annotation):
+        return _class_node(annotation, (), {}, ctx, text, where)
+    return LeafNode(annotation=annotation, text=text, origin=where)
+
+
+def _substitute(arg: Any, bindings: Mapping[Any, Any]) -> Any:
+    if isinstance(arg, TypeVar) and arg in bindings:
+        return bindings[arg]
+    return arg
+
+
+def _is_class_backed(cls: type) -> bool:
+    return is_typeddict(cls) or _is_namedtuple(cls) or dataclasses.is_dataclass(cls)
+
+
+def _class_hints(cls: type) -> dict[str, tuple[Any, str | None]]:
+    """Raw annotations of a class and its bases, with the module each came from."""
+    hints: dict[str, tuple[Any, str | None]] = {}
+    for klass in reversed(cls.__mro__):
+        raw = inspect.get_annotations(klass)
+        for name, ann in raw.items():
+            hints[name] = (ann, klass.__module__)
+    return hints
+
+
+def _class_node(
+    cls: type,
+    type_args: tuple[Any, ...],
+    bindings: Mapping[Any, Any],
+    ctx: _Context,
+    text: str,
+    where: str,
+) -> Node:
+    key = (cls, type_args)
+    cached = ctx.classes.get(key)
+    if cached is not None:
+        return dataclasses.replace(cached, text=text, origin=where, marker=None)
+    kind = MappingNode if is_typeddict(cls) else ClassNode
+    node = kind(cls=cls, type_args=type_args, text=text, origin=where)
+    ctx.classes[key] = node
+    name = cls.__qualname__
+    if is_typeddict(cls):
+        required: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
+        hints = _class_hints(cls)
+        for field, (ann, module) in hints.items():
+            node.body.fields[field] = parse_annotation(
+                ann, ctx, f"{name}[{field!r}]", bindings, module
+            )
+        node.body.required = frozenset(required)
+        return node
+    if dataclasses.is_dataclass(cls):
+        names = [f.name for f in dataclasses.fields(cls)]
+    else:
+        names = list(getattr(cls, "_fields", ()))
+    hints = _class_hints(cls)
+    for field in names:
+        ann, module = hints.get(field, (Any, None))
+        node.body.fields[field] = parse_annotation(
+            ann, ctx, f"{name}.{field}", bindings, module
+        )
+    return node
+
+
+def _unwrap(fun: Any) -> Any:
+    while True:
+        if hasattr(fun, "__treespec_spec__"):
+            return fun
+        if hasattr(fun, "func") and callable(fun.func) and not inspect.isfunction(fun):
+            fun = fun.func  # functools.partial
+            continue
+        return fun
+
+
+def derive_spec(fun: Any, localns: Mapping[str, Any] | None = None) -> Spec:
+    """Derive the `Spec` of `fun` from its annotations (no caching here)."""
+    try:
+        signature = inspect.signature(fun)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(f"cannot read the signature of {fun!r}: {exc}") from exc
+    target = _unwrap(inspect.unwrap(fun) if not hasattr(fun, "func") else fun)
+    target = getattr(target, "__func__", target)
+    globalns = dict(getattr(target, "__globals__", {}))
+    namespace = dict(localns or {})
+    closure = getattr(target, "__closure__", None)
+    code = getattr(target, "__code__", None)
+    if closure and code is not None:
+        for cell_name, cell in zip(code.co_freevars, closure):
+            try:
+                namespace.setdefault(cell_name, cell.cell_contents)
+            except ValueError:
+                continue
+    ctx = _Context(globalns, namespace)
+    name = getattr(fun, "__qualname__", None) or getattr(
+        target, "__qualname__", repr(fun)
+    )
+    params = []
+    for p in signature.parameters.values():
+        where = f"parameter {p.name!r} of {name}"
+        node = parse_annotation(p.annotation, ctx, where)
+        params.append(
+            Param(
+                p.name,
+                p.kind,
+                node,
+                has_default=p.default is not inspect.Parameter.empty,
+            )
+        )
+    returns = parse_annotation(
+        signature.return_annotation, ctx, f"the return of {name}"
+    )
+    return Spec(name=str(name), params=tuple(params), returns=returns)

@@ -1,0 +1,98 @@
+"""The one rule table: what may be traced, what may be held static.
+
+The runtime checks, the error hints, the docs and the mypy plugin all read these
+names, so the answers cannot drift apart. Keep this module free of JAX imports at
+module level: the mypy plugin imports it at type-checking time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+__all__ = [
+    "ARRAY_TYPES",
+    "NON_ARRAY_TYPES",
+    "SCALAR_TYPES",
+    "UNHASHABLE_TYPES",
+    "array_classes",
+    "is_array",
+    "is_array_like",
+    "is_hashable",
+]
+
+#: Types whose instances are arrays: traced under the "infer" policy.
+ARRAY_TYPES: Final = frozenset(
+    {
+        "jax.Array",
+        "jax._src.basearray.Array",
+        "jaxlib._jax.ArrayImpl",
+        "numpy.ndarray",
+        "numpy.generic",
+    }
+)
+
+#: Python scalar types: may be traced (marked `Dynamic`), static under "infer".
+SCALAR_TYPES: Final = frozenset(
+    {"builtins.bool", "builtins.int", "builtins.float", "builtins.complex"}
+)
+
+#: Leaf types that can never be traced, so `Dynamic[...]` of them is an error.
+NON_ARRAY_TYPES: Final = frozenset(
+    {"builtins.str", "builtins.bytes", "builtins.object", "builtins.type"}
+)
+
+#: Leaf types that can never be static, so `Static[...]` of them is an error.
+UNHASHABLE_TYPES: Final = frozenset(
+    {
+        "builtins.set",
+        "builtins.bytearray",
+        "builtins.memoryview",
+        "numpy.ndarray",
+        "jax.Array",
+        "jax._src.basearray.Array",
+        "jaxlib._jax.ArrayImpl",
+    }
+)
+
+
+def _qualname(tp: type) -> str:
+    return f"{tp.__module__}.{tp.__qualname__}"
+
+
+_array_classes: tuple[type, ...] = ()
+
+
+def array_classes() -> tuple[type, ...]:
+    """The runtime classes behind `ARRAY_TYPES` (imported on first use)."""
+    global _array_classes
+    if not _array_classes:
+        import jax
+        import numpy as np
+
+        _array_classes = (jax.Array, np.ndarray, np.generic)
+    return _array_classes
+
+
+def is_array(x: Any) -> bool:
+    """True for JAX arrays (and tracers), NumPy arrays and NumPy scalars.
+
+    The "infer" policy traces exactly these leaves, as `equinox.is_array` does.
+    """
+    return isinstance(x, _array_classes or array_classes())
+
+
+def is_array_like(x: Any) -> bool:
+    """True for what `Dynamic` accepts: arrays plus Python bool/int/float/complex."""
+    return is_array(x) or (
+        isinstance(x, (bool, int, float, complex))
+        and _qualname(type(x)) in SCALAR_TYPES
+    )
+
+
+def is_hashable(x: Any) -> bool:
+    """True when `hash(x)` succeeds, which a static leaf needs."""
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True
