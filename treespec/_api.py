@@ -28,15 +28,16 @@ def caller_namespace(depth: int) -> dict[str, Any]:
     """The local names of the frame `depth` levels above the caller.
 
     Annotations may name classes defined in the function that applies the
-    decorator; those live only in that frame's locals.
+    decorator (those live only in that frame's locals), or in code run by
+    `exec` (whose globals are not a module's).
     """
     try:
         frame = sys._getframe(depth + 1)
     except ValueError:
         return {}
     if frame.f_locals is frame.f_globals:
-        return {}
-    return dict(frame.f_locals)
+        return dict(frame.f_globals)
+    return {**frame.f_globals, **frame.f_locals}
 
 
 def _spec_for(fun: Any, localns: Mapping[str, Any]) -> Spec:
@@ -181,10 +182,6 @@ def flag_tree(
     return jax.tree_util.tree_unflatten(treedef, bools)
 
 
-def _kind_word(kind: Kind) -> str:
-    return kind.value
-
-
 def format_plan(plan: Plan, leaves: list[Any]) -> str:
     """One line per leaf: path, kind, what the leaf is, where the kind came from."""
     from ._errors import describe_value
@@ -192,7 +189,15 @@ def format_plan(plan: Plan, leaves: list[Any]) -> str:
     rows = []
     for info, leaf in zip(plan.infos, leaves):
         kind = info.resolve(leaf)
-        rows.append((info.path, _kind_word(kind), describe_value(leaf), info.source))
+        source = info.source
+        if info.kind is None:
+            if info.source.startswith("default"):
+                source += (
+                    " (an array)" if kind is not Kind.STATIC else " (not an array)"
+                )
+            else:
+                source += f" -> {kind is Kind.STATIC}"
+        rows.append((info.path, kind.value, describe_value(leaf), source))
     if not rows:
         return "(no leaves)"
     widths = [max(len(r[c]) for r in rows) for c in range(3)]

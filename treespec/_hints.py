@@ -83,6 +83,15 @@ class _Context:
         self.classes: dict[tuple[Any, ...], _ClassBacked] = {}
 
     def evaluate(self, annotation: Any, where: str, module: str | None = None) -> Any:
+        # A quoted hint under `from __future__ import annotations` is a string
+        # whose value is a string: evaluate until it is not.
+        for _ in range(3):
+            annotation = self._evaluate_once(annotation, where, module)
+            if not isinstance(annotation, (str, ForwardRef)):
+                break
+        return annotation
+
+    def _evaluate_once(self, annotation: Any, where: str, module: str | None) -> Any:
         if isinstance(annotation, ForwardRef):
             annotation = annotation.__forward_arg__
         if not isinstance(annotation, str):

@@ -38,37 +38,42 @@ _FORBIDDEN = {
 }
 
 
-class _StaticOut:
-    """The non-array part of an output, carried as pytree aux data (no leaves)."""
+class _WithStatic:
+    """An output with non-array leaves: the arrays are children, the rest aux data."""
 
-    __slots__ = ("tree",)
+    __slots__ = ("dynamic", "static")
 
-    def __init__(self, tree: Any) -> None:
-        self.tree = tree
+    def __init__(self, dynamic: Any, static: Any) -> None:
+        self.dynamic = dynamic
+        self.static = static
 
 
 jax.tree_util.register_pytree_node(
-    _StaticOut, lambda s: ((), s.tree), lambda aux, _: _StaticOut(aux)
+    _WithStatic,
+    lambda w: ((w.dynamic,), w.static),
+    lambda static, children: _WithStatic(children[0], static),
 )
 
 
-def split_output(out: Any) -> tuple[Any, _StaticOut | None]:
+def split_output(out: Any) -> Any:
     """Arrays stay in the traced output; everything else rides in aux data."""
     leaves, treedef = jax.tree_util.tree_flatten(out)
     mask = [is_array(leaf) for leaf in leaves]
     if all(mask):
-        return out, None
+        return out
     dynamic = [leaf if m else None for leaf, m in zip(leaves, mask)]
     static = [None if m else leaf for leaf, m in zip(leaves, mask)]
-    return (
+    return _WithStatic(
         jax.tree_util.tree_unflatten(treedef, dynamic),
-        _StaticOut(jax.tree_util.tree_unflatten(treedef, static)),
+        jax.tree_util.tree_unflatten(treedef, static),
     )
 
 
-def join_output(result: tuple[Any, _StaticOut | None]) -> Any:
-    out, static = result
-    return out if static is None else combine(out, static.tree)
+def join_output(out: Any) -> Any:
+    """Undo `split_output` on the result of a compiled call."""
+    if type(out) is _WithStatic:
+        return combine(out.dynamic, out.static)
+    return out
 
 
 class _Key:
@@ -140,7 +145,8 @@ def _leaf_signature(split: Split, key: _Key, dynamic: Sequence[Any]) -> dict[str
     for i, v in zip(split.static_idx, key.static):
         described[split.plan.infos[i].path] = f"{v!r} ({type(v).__name__})"
     for i, v in zip(split.dynamic_idx, dynamic):
-        described[split.plan.infos[i].path] = describe_value(v)
+        dims = ",".join(str(d) for d in getattr(v, "shape", ()))
+        described[split.plan.infos[i].path] = f"{getattr(v, 'dtype', '?')}[{dims}]"
     return described
 
 
@@ -203,19 +209,24 @@ class Jitted(Generic[_P, _R]):
         self._explain = explain_recompiles or env
         kwargs = dict(jax_kwargs)
         self._in_shardings = kwargs.pop("in_shardings", None)
-        out_shardings = kwargs.pop("out_shardings", None)
-        if out_shardings is not None:
-            kwargs["out_shardings"] = (out_shardings, None)
+        # A single sharding also covers the aux-only node of non-array outputs;
+        # a tree of shardings must match the output exactly (checked at trace).
+        out_shardings = kwargs.get("out_shardings")
+        self._tree_out_shardings = out_shardings is not None and not isinstance(
+            out_shardings, jax.sharding.Sharding
+        )
         self._jax_kwargs = kwargs
         try:
             self._signature: inspect.Signature | None = inspect.signature(fun)
         except (TypeError, ValueError):
             self._signature = None
         self._lock = threading.RLock()
+        # Plans by treedef: of `args` alone for calls without keywords, of
+        # `(args, kwargs)` otherwise (two dicts: those treedefs can coincide).
         self._plans: dict[Any, Plan] = {}
+        self._kw_plans: dict[Any, Plan] = {}
         self._keys: dict[tuple[Any, ...], _Key] = {}
         self._compiled: dict[tuple[Any, ...], Callable[..., Any]] = {}
-        self._callers: dict[Split, Callable[..., Any]] = {}
         self._last_trace: dict[str, str] | None = None
         self.trace_count = 0
 
@@ -232,9 +243,9 @@ class Jitted(Generic[_P, _R]):
                 if clear is not None:
                     clear()
             self._plans.clear()
+            self._kw_plans.clear()
             self._keys.clear()
             self._compiled.clear()
-            self._callers.clear()
             self._last_trace = None
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
@@ -244,8 +255,9 @@ class Jitted(Generic[_P, _R]):
 
     # ----------------------------------------------------------------- slow path
     def _plan(self, args: Any, kwargs: Any, treedef: Any) -> Plan:
+        plans = self._kw_plans if kwargs else self._plans
         with self._lock:
-            plan = self._plans.get(treedef)
+            plan = plans.get(treedef)
             if plan is not None:
                 return plan
             plan, issues = build_plan(
@@ -260,8 +272,9 @@ class Jitted(Generic[_P, _R]):
             )
             if issues:
                 raise ValidationError(issues, self.__treespec_spec__.name)
-            plan.shardings = self._leaf_shardings(args, kwargs)  # type: ignore[attr-defined]
-            self._plans[treedef] = plan
+            plan.shardings = self._leaf_shardings(args, kwargs)
+            plan.with_kwargs = bool(kwargs)
+            plans[treedef] = plan
             return plan
 
     def _leaf_shardings(self, args: Any, kwargs: Any) -> list[Any] | None:
@@ -310,10 +323,9 @@ class Jitted(Generic[_P, _R]):
 
     def _caller(self, split: Split) -> Callable[..., Any]:
         with self._lock:
-            caller = self._callers.get(split)
-            if caller is not None:
-                return caller
-            shardings = getattr(split.plan, "shardings", None)
+            if split.caller is not None:
+                return split.caller  # type: ignore[no-any-return]
+            shardings = split.plan.shardings
             in_sh = None
             if shardings is not None:
                 in_sh = tuple(shardings[i] for i in split.dynamic_idx)
@@ -330,14 +342,14 @@ class Jitted(Generic[_P, _R]):
                     **kwargs,
                 )
                 self._compiled[config] = compiled
-            self._callers[split] = compiled
+            split.caller = compiled
             return compiled
 
     def _key(
         self, split: Split, static: tuple[Any, ...], leaves: Sequence[Any]
     ) -> _Key:
         try:
-            lookup = (split, static, tuple(map(type, static)))
+            lookup = (split, *static, *map(type, static))
             hash(lookup)
         except TypeError:
             error = diagnose(split, leaves, self.__treespec_spec__.name)
@@ -357,8 +369,16 @@ class Jitted(Generic[_P, _R]):
         if self._explain:
             self._report_retrace(split, key, dynamic)
         leaves = split.merge(key.static, dynamic)
-        args, kwargs = jax.tree_util.tree_unflatten(split.plan.treedef, leaves)
-        return split_output(self._fun(*args, **kwargs))
+        tree = jax.tree_util.tree_unflatten(split.plan.treedef, leaves)
+        args, kwargs = tree if split.plan.with_kwargs else (tree, {})
+        out = split_output(self._fun(*args, **kwargs))
+        if self._tree_out_shardings and type(out) is _WithStatic:
+            raise SpecError(
+                f"{self.__treespec_spec__.name} returns non-array leaves, which "
+                "cannot be matched by a tree of out_shardings: pass one sharding "
+                "for the whole output, or return arrays only."
+            )
+        return out
 
     def _report_retrace(self, split: Split, key: _Key, dynamic: Sequence[Any]) -> None:
         now = _leaf_signature(split, key, dynamic)
@@ -372,38 +392,51 @@ class Jitted(Generic[_P, _R]):
             "; ".join(describe_retrace(before, now)),
         )
 
-    def _prepare(
+    def _flatten(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[Callable[..., Any], _Key, tuple[Any, ...], Split, list[Any]]:
-        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
-        plan = self._plans.get(treedef) or self._plan(args, kwargs, treedef)
-        split = plan.fixed or plan.split(leaves)
-        static = split.get_static(leaves)
-        try:
-            key = self._keys[(split, static, tuple(map(type, static)))]
-        except (KeyError, TypeError):
-            key = self._key(split, static, leaves)
-        caller = self._callers.get(split) or self._caller(split)
-        return caller, key, split.get_dynamic(leaves), split, leaves
+    ) -> tuple[list[Any], Split]:
+        if kwargs:
+            leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
+            plan = self._kw_plans.get(treedef)
+        else:
+            leaves, treedef = jax.tree_util.tree_flatten(args)
+            plan = self._plans.get(treedef)
+        if plan is None:
+            plan = self._plan(args, kwargs, treedef)
+        return leaves, plan.fixed or plan.split(leaves)
 
     # ------------------------------------------------------------------ hot path
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        caller, key, dynamic, split, leaves = self._prepare(args, kwargs)
+        # Kept flat on purpose: every line here is paid on every call.
+        if kwargs:
+            leaves, split = self._flatten(args, kwargs)
+        else:
+            leaves, treedef = jax.tree_util.tree_flatten(args)
+            plan = self._plans.get(treedef) or self._plan(args, kwargs, treedef)
+            split = plan.fixed or plan.split(leaves)
+        static = split.get_static(leaves)
+        lookup = (split, *static, *map(type, static))
         try:
-            out, static_out = caller(key, *dynamic)
+            key = self._keys[lookup]
+        except (KeyError, TypeError):
+            key = self._key(split, static, leaves)
+        try:
+            out = (split.caller or self._caller(split))(key, *split.get_dynamic(leaves))
         except TypeError:
             error = diagnose(split, leaves, self.__treespec_spec__.name)
             if error is not None:
                 raise error from None
             raise
-        if static_out is None:
-            return out  # type: ignore[no-any-return]
-        return combine(out, static_out.tree)  # type: ignore[no-any-return]
+        if type(out) is _WithStatic:
+            return combine(out.dynamic, out.static)  # type: ignore[no-any-return]
+        return out  # type: ignore[no-any-return]
 
     def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> Lowered:
         """Lower for these arguments, as `jax.jit(...).lower`; `.compile()` runs."""
-        caller, key, dynamic, split, _ = self._prepare(args, kwargs)
-        return Lowered(caller.lower(key, *dynamic), split)  # type: ignore[attr-defined]
+        leaves, split = self._flatten(args, kwargs)
+        key = self._key(split, split.get_static(leaves), leaves)
+        caller: Any = split.caller or self._caller(split)
+        return Lowered(caller.lower(key, *split.get_dynamic(leaves)), split)
 
     def __repr__(self) -> str:
         return f"<treespec.jit of {self.__treespec_spec__.name}>"
@@ -433,8 +466,10 @@ class Compiled:
         self._split = split
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
-        if treedef != self._split.plan.treedef:
+        plan = self._split.plan
+        tree = (args, kwargs) if plan.with_kwargs else args
+        leaves, treedef = jax.tree_util.tree_flatten(tree)
+        if treedef != plan.treedef:
             raise ValidationError(
                 [Issue("arguments", "the structure this was lowered for", str(treedef))]
             )

@@ -101,6 +101,7 @@ class Split:
     """
 
     __slots__ = (
+        "caller",
         "donate",
         "dynamic_idx",
         "get_dynamic",
@@ -113,6 +114,8 @@ class Split:
     def __init__(self, plan: Plan, kinds: tuple[Kind, ...]) -> None:
         self.plan = plan
         self.kinds = kinds
+        #: The compiled callable for this split, set by the transform that owns it.
+        self.caller: Any = None
         self.static_idx = tuple(i for i, k in enumerate(kinds) if k is Kind.STATIC)
         self.dynamic_idx = tuple(i for i, k in enumerate(kinds) if k is not Kind.STATIC)
         self.donate = tuple(
@@ -137,6 +140,10 @@ class Plan:
     def __init__(self, treedef: Any, infos: tuple[LeafInfo, ...]) -> None:
         self.treedef = treedef
         self.infos = infos
+        #: Whether `treedef` is of `(args, kwargs)` (else of `args` alone).
+        self.with_kwargs = False
+        #: Per-leaf `in_shardings` entries, when the transform was given some.
+        self.shardings: list[Any] | None = None
         self.probe_idx = tuple(i for i, info in enumerate(infos) if info.kind is None)
         self.probes = tuple(infos[i].probe for i in self.probe_idx)
         self._splits: dict[tuple[bool, ...], Split] = {}

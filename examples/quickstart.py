@@ -1,0 +1,94 @@
+"""treespec quickstart: train a 2-layer MLP with a typed, partly static config.
+
+The config is a TypedDict whose fields are `Static`: they are compile-time
+constants (the number of hidden units, the activation, the learning rate), so
+changing one recompiles. The parameters are `Dynamic`: traced, so new values
+never recompile. Run: python examples/quickstart.py
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import TypedDict
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+import treespec
+from treespec import Dynamic, Static
+
+
+class Config(TypedDict):
+    hidden: Static[int]
+    activation: Static[str]
+    learning_rate: Static[float]
+
+
+Params = dict[str, Float[Array, "..."]]
+
+
+def init(key: jax.Array, n_in: int, hidden: int) -> Params:
+    k1, k2 = jax.random.split(key)
+    return {
+        "w1": jax.random.normal(k1, (n_in, hidden)) / jnp.sqrt(n_in),
+        "b1": jnp.zeros(hidden),
+        "w2": jax.random.normal(k2, (hidden, 1)) / jnp.sqrt(hidden),
+        "b2": jnp.zeros(1),
+    }
+
+
+def mlp(params: Params, x: Float[Array, "b n"], activation: str) -> Float[Array, "b 1"]:
+    act = {"tanh": jnp.tanh, "relu": jax.nn.relu, "gelu": jax.nn.gelu}[activation]
+    h = act(x @ params["w1"] + params["b1"])
+    return h @ params["w2"] + params["b2"]
+
+
+@treespec.jit(explain_recompiles=True)
+def step(
+    params: Dynamic[Params],
+    x: Float[Array, "b n"],
+    y: Float[Array, "b 1"],
+    cfg: Config,
+) -> tuple[Params, Float[Array, ""]]:
+    """One step of gradient descent on the mean squared error."""
+
+    def loss_fn(p: Params) -> jax.Array:
+        return jnp.mean((mlp(p, x, cfg["activation"]) - y) ** 2)
+
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    lr = cfg["learning_rate"]
+    return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
+
+
+def main() -> None:
+    logging.basicConfig(stream=sys.stdout, format="%(name)s: %(message)s")
+    key_x, key_p = jax.random.split(jax.random.PRNGKey(0))
+    x = jax.random.uniform(key_x, (256, 2), minval=-2.0, maxval=2.0)
+    y = jnp.sin(x[:, :1]) * jnp.cos(x[:, 1:])  # the function to learn
+
+    cfg: Config = {"hidden": 32, "activation": "tanh", "learning_rate": 0.1}
+    params = init(key_p, 2, cfg["hidden"])
+
+    print("How treespec resolves the step function's arguments:")
+    treespec.explain(step, params, x, y, cfg)
+    print()
+
+    first = None
+    for i in range(300):
+        params, loss = step(params, x, y, cfg)
+        if i % 50 == 0 or i == 299:
+            print(f"step {i:3d}  loss {float(loss):.5f}")
+            first = first if first is not None else float(loss)
+    assert float(loss) < first, "the loss should go down"
+
+    print("\nChanging a static field recompiles, and treespec says why:")
+    cfg = {**cfg, "learning_rate": 0.05}
+    for _ in range(50):
+        params, loss = step(params, x, y, cfg)
+    print(f"50 more steps at learning_rate 0.05: loss {float(loss):.5f}")
+
+
+if __name__ == "__main__":
+    main()

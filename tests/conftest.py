@@ -1,0 +1,34 @@
+"""Shared helpers: resolve a call into {key path: kind} for assertions."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import jax
+import pytest
+
+from treespec._api import _spec_for
+from treespec._flags import normalize_flags
+from treespec._plan import build_plan
+
+
+def resolve(
+    fun: Any, *args: Any, _flags: Any = None, _default: str = "infer", **kwargs: Any
+) -> dict[str, str]:
+    """{leaf path: 'static' | 'dynamic' | 'donate'} for one call of `fun`."""
+    spec = _spec_for(fun, inspect.currentframe().f_back.f_locals)  # type: ignore[union-attr]
+    plan, issues = build_plan(
+        spec, normalize_flags(_flags, spec), _default, args, kwargs, None
+    )
+    assert not issues, issues
+    leaves = jax.tree_util.tree_leaves((args, kwargs))
+    return {
+        info.path: info.resolve(leaf).value for info, leaf in zip(plan.infos, leaves)
+    }
+
+
+@pytest.fixture
+def counter() -> dict[str, int]:
+    """A trace counter: increment `counter['n']` inside a traced function."""
+    return {"n": 0}

@@ -1,0 +1,58 @@
+"""The README's code blocks and the examples run as written."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _python_blocks(path: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
+
+
+@pytest.mark.parametrize("index", range(len(_python_blocks(ROOT / "README.md"))))
+def test_readme_block_runs(index: int) -> None:
+    code = _python_blocks(ROOT / "README.md")[index]
+    compiled = compile(code, f"README.md block {index}", "exec", dont_inherit=True)
+    exec(compiled, {"__name__": "__readme__"})
+
+
+def test_readme_opens_with_the_two_commands() -> None:
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+    assert "examples/quickstart.py" in blocks[0]
+    assert "pytest" in blocks[1]
+    assert text.index(blocks[1]) < text.index("```python")
+
+
+def test_quickstart_trains_and_explains() -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "quickstart.py")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    ).stdout
+    losses = [float(m) for m in re.findall(r"loss (\d+\.\d+)", out)]
+    assert losses[0] > 10 * losses[-2]
+    assert "cfg['hidden']" in out and "Static on Config['hidden']" in out
+    assert "cfg['learning_rate']: 0.1 (float) -> 0.05 (float)" in out
+
+
+def test_docstring_examples_run() -> None:
+    import treespec
+
+    for name in treespec.__all__:
+        doc = getattr(treespec, name).__doc__ or ""
+        for block in re.findall(r"```python\n(.*?)```", doc, flags=re.S):
+            code = "\n".join(
+                line[8:] if line.startswith("        ") else line
+                for line in block.splitlines()
+            )
+            exec(compile(code, f"treespec.{name}", "exec", dont_inherit=True), {})

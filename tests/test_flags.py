@@ -1,0 +1,124 @@
+"""Explicit `static_flags`: the form of the original request, and its errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import equinox as eqx
+import jax.numpy as jnp
+import pytest
+
+import treespec
+from treespec import Dynamic, SpecError, Static
+
+from .conftest import resolve
+
+A = jnp.ones(2)
+
+
+def fun(dic, other=None):
+    return dic
+
+
+def test_request_example_list_of_dicts() -> None:
+    got = resolve(fun, {"x": A, "y": A}, _flags=[dict(x=True, y=False)])
+    assert got == {"dic['x']": "static", "dic['y']": "dynamic"}
+
+
+def test_dict_keyed_by_parameter_name_and_none_entries() -> None:
+    got = resolve(fun, {"x": 1, "y": A}, A, _flags={"dic": {"x": None, "y": True}})
+    # None: no say, so the default infers; True wins over the array default.
+    assert got == {"dic['x']": "static", "dic['y']": "static", "other": "dynamic"}
+
+
+def test_single_bool_applies_everywhere() -> None:
+    assert resolve(fun, {"x": 1, "y": 2}, _flags=False) == {
+        "dic['x']": "dynamic",
+        "dic['y']": "dynamic",
+    }
+
+
+def test_callable_entry_is_evaluated_per_leaf() -> None:
+    got = resolve(
+        fun, {"x": 1, "y": A, "z": "s"}, _flags=[lambda v: isinstance(v, str)]
+    )
+    assert got == {"dic['x']": "dynamic", "dic['y']": "dynamic", "dic['z']": "static"}
+
+
+def test_nested_prefix_tree_with_lists_and_objects() -> None:
+    class Flags(eqx.Module):
+        a: Any
+        b: Any
+
+    class Arg(eqx.Module):
+        a: Any
+        b: Any
+
+    got = resolve(
+        fun,
+        {"p": [1, 2], "q": Arg(A, 3)},
+        _flags=[{"p": [True, False], "q": Flags(False, True)}],
+    )
+    assert got == {
+        "dic['p'][0]": "static",
+        "dic['p'][1]": "dynamic",
+        "dic['q'].a": "dynamic",
+        "dic['q'].b": "static",
+    }
+
+
+def test_flags_override_markers_and_keep_donation() -> None:
+    def f(cfg: Static[dict[str, int]], buf: treespec.Donate[Any]) -> None: ...
+
+    got = resolve(f, {"a": 1}, A, _flags={"cfg": {"a": False}, "buf": False})
+    assert got == {"cfg['a']": "dynamic", "buf": "donate"}
+
+
+def test_var_positional_entries() -> None:
+    def f(a, *rest) -> None: ...
+
+    got = resolve(f, 1, 2, 3, _flags=[True, False, True])
+    assert got == {"a": "static", "rest[0]": "dynamic", "rest[1]": "static"}
+    got = resolve(f, 1, 2, 3, _flags={"rest": True})
+    assert got == {"a": "static", "rest[0]": "static", "rest[1]": "static"}
+
+
+def test_too_many_entries_is_a_spec_error_at_decoration() -> None:
+    with pytest.raises(SpecError, match=r"3 entries but .* takes 2 positional"):
+        treespec.jit(fun, static_flags=[True, False, True])
+
+
+def test_unknown_parameter_name() -> None:
+    with pytest.raises(
+        SpecError, match=r"names \['dik'\].*parameters are \['dic', 'other'\]"
+    ):
+        treespec.jit(fun, static_flags={"dik": True})
+
+
+def test_wrong_container_for_static_flags() -> None:
+    with pytest.raises(SpecError, match="static_flags must be"):
+        treespec.jit(fun, static_flags=3.5)
+
+
+def test_flag_tree_not_a_prefix_names_the_place() -> None:
+    with pytest.raises(SpecError, match=r"static_flags\[0\] has keys \['w'\]"):
+        resolve(fun, {"x": 1}, _flags=[{"w": True}])
+    with pytest.raises(SpecError, match=r"static_flags\[0\]\['x'\] has 3 entries"):
+        resolve(fun, {"x": [1, 2]}, _flags=[{"x": [True, True, True]}])
+    with pytest.raises(
+        SpecError, match=r"is a dict but the argument at dic\['x'\] is a leaf"
+    ):
+        resolve(fun, {"x": 1}, _flags=[{"x": {"deeper": True}}])
+
+
+def test_default_error_names_uncovered_leaves() -> None:
+    def f(a: Static[int], b: Any, c: Dynamic[Any]) -> None: ...
+
+    with pytest.raises(SpecError, match=r"default='error'.*covers b\b"):
+        resolve(f, 1, 2, A, _default="error")
+    assert resolve(f, 1, 2, A, _default="error", _flags={"b": True})["b"] == "static"
+
+
+def test_bad_default_policy() -> None:
+    with pytest.raises(SpecError, match="default must be one of"):
+        treespec.jit(fun, default="sometimes")

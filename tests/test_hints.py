@@ -1,0 +1,362 @@
+"""Specs derived from every kind of annotation DESIGN.md lists.
+
+Each test resolves a concrete call and asserts the kind of every leaf.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated, Any, Generic, NamedTuple, Optional, TypedDict, TypeVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import struct
+from jaxtyping import Array, Float, PyTree
+from typing_extensions import NotRequired, Required
+
+import treespec
+from treespec import Donate, Dynamic, Static
+
+from .conftest import resolve
+
+A = jnp.ones(3)
+T = TypeVar("T")
+
+
+class Config(TypedDict):
+    n_layers: Static[int]
+    activation: Static[str]
+    scale: Dynamic[float]
+
+
+class Partial(TypedDict, total=False):
+    lr: Dynamic[float]
+    steps: Required[Static[int]]
+
+
+class WithNotRequired(TypedDict):
+    name: Static[str]
+    extra: NotRequired[Dynamic[float]]
+
+
+class Child(Config):
+    depth: Static[int]
+
+
+class Point(NamedTuple):
+    x: Dynamic[float]
+    label: Static[str]
+
+
+@treespec.dataclass
+class Layer:
+    w: Float[Array, "n"]
+    activation: Static[str]
+    n: Static[int] = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Registered:
+    w: Any
+    k: Static[int]
+    hinted: Static[int]
+
+
+jax.tree_util.register_dataclass(
+    Registered, data_fields=["w", "hinted"], meta_fields=["k"]
+)
+
+
+class Module(eqx.Module):
+    w: jax.Array
+    scale: Static[float]
+    tag: str = eqx.field(static=True)
+
+
+@struct.dataclass
+class FlaxState:
+    params: Dynamic[dict[str, jax.Array]]
+    step: Static[int]
+    name: str = struct.field(pytree_node=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class Box(Generic[T]):
+    value: T
+    other: T
+
+
+jax.tree_util.register_dataclass(Box, data_fields=["value", "other"], meta_fields=[])
+
+
+class Tree(TypedDict):
+    value: Static[int]
+    children: list[Tree]
+
+
+def test_positional_keyword_and_defaults() -> None:
+    def f(a: Static[int], b: Dynamic[float], c, d: Donate[jax.Array] = A):
+        return a
+
+    assert resolve(f, 1, 2.0, A, d=A) == {
+        "a": "static",
+        "b": "dynamic",
+        "c": "dynamic",
+        "d": "donate",
+    }
+    assert resolve(f, 1, b=2.0, c="s") == {"a": "static", "b": "dynamic", "c": "static"}
+
+
+def test_var_args_and_var_kwargs() -> None:
+    def f(*args: Static[int], **kwargs: Dynamic[float]) -> None: ...
+
+    assert resolve(f, 1, 2, u=1.0, v=2.0) == {
+        "args[0]": "static",
+        "args[1]": "static",
+        "kwargs['u']": "dynamic",
+        "kwargs['v']": "dynamic",
+    }
+
+
+def test_typeddict_total_required_notrequired_and_inheritance() -> None:
+    def f(cfg: Config, p: Partial, q: WithNotRequired, c: Child) -> None: ...
+
+    cfg = {"n_layers": 2, "activation": "relu", "scale": 0.5}
+    got = resolve(
+        f, cfg, {"steps": 3}, {"name": "x", "extra": 1.0}, {**cfg, "depth": 4}
+    )
+    assert got == {
+        "cfg['activation']": "static",
+        "cfg['n_layers']": "static",
+        "cfg['scale']": "dynamic",
+        "p['steps']": "static",
+        "q['extra']": "dynamic",
+        "q['name']": "static",
+        "c['activation']": "static",
+        "c['depth']": "static",
+        "c['n_layers']": "static",
+        "c['scale']": "dynamic",
+    }
+
+
+def test_namedtuple() -> None:
+    def f(p: Point) -> None: ...
+
+    assert resolve(f, Point(1.0, "a")) == {"p.x": "dynamic", "p.label": "static"}
+
+
+def test_treespec_dataclass_and_register_dataclass() -> None:
+    def f(layer: Layer, r: Registered) -> None: ...
+
+    got = resolve(f, Layer(A, "relu"), Registered(A, 1, 2))
+    # Static fields of treespec.dataclass are metadata: not leaves at all.
+    assert got == {"layer.w": "dynamic", "r.w": "dynamic", "r.hinted": "static"}
+
+
+def test_equinox_module_and_flax_struct() -> None:
+    def f(m: Module, s: FlaxState) -> None: ...
+
+    got = resolve(f, Module(A, 0.5, "t"), FlaxState({"w": A}, 3, "n"))
+    assert got == {
+        "m.w": "dynamic",
+        "m.scale": "static",
+        "s.params['w']": "dynamic",
+        "s.step": "static",
+    }
+
+
+def test_tuple_forms_list_and_dict() -> None:
+    def f(
+        t: tuple[Static[int], Dynamic[float]],
+        v: tuple[Static[int], ...],
+        lst: list[Dynamic[float]],
+        d: dict[str, Static[int]],
+    ) -> None: ...
+
+    got = resolve(f, (1, 2.0), (1, 2, 3), [1.0, 2.0], {"a": 1, "b": 2})
+    assert got == {
+        "t[0]": "static",
+        "t[1]": "dynamic",
+        "v[0]": "static",
+        "v[1]": "static",
+        "v[2]": "static",
+        "lst[0]": "dynamic",
+        "lst[1]": "dynamic",
+        "d['a']": "static",
+        "d['b']": "static",
+    }
+
+
+def test_optional_and_pipe_none() -> None:
+    def f(a: Optional[Static[float]], b: Dynamic[float] | None) -> None: ...  # noqa: UP045
+
+    assert resolve(f, 1.0, 2.0) == {"a": "static", "b": "dynamic"}
+    assert resolve(f, None, None) == {}
+
+
+def test_jaxtyping_pytree_and_arrays() -> None:
+    def f(
+        params: PyTree[Float[Array, "..."]],
+        marked: Static[PyTree[int]],
+        x: Float[Array, "n"],  # noqa: F821 (a jaxtyping dimension, not a name)
+    ) -> None: ...
+
+    got = resolve(f, {"a": A, "b": [A]}, {"k": 1}, A)
+    assert got == {
+        "params['a']": "dynamic",
+        "params['b'][0]": "dynamic",
+        "marked['k']": "static",
+        "x": "dynamic",
+    }
+
+
+def test_pytree_leaf_marker() -> None:
+    def f(p: PyTree[Static[int]]) -> None: ...
+
+    assert resolve(f, {"a": 1, "b": (2, 3)}) == {
+        "p['a']": "static",
+        "p['b'][0]": "static",
+        "p['b'][1]": "static",
+    }
+
+
+def test_annotated_with_foreign_metadata() -> None:
+    def f(a: Annotated[Static[int], "doc"], b: Annotated[float, "units"]) -> None: ...
+
+    assert resolve(f, 1, np.float32(1)) == {"a": "static", "b": "dynamic"}
+
+
+def test_typevar_generics() -> None:
+    def f(b: Box[Static[int]], c: Box[Dynamic[float]]) -> None: ...
+
+    assert resolve(f, Box(1, 2), Box(1.0, 2.0)) == {
+        "b.value": "static",
+        "b.other": "static",
+        "c.value": "dynamic",
+        "c.other": "dynamic",
+    }
+
+
+def test_generic_alias() -> None:
+    Pair = tuple[T, T]
+
+    def f(p: Pair[Static[int]]) -> None: ...
+
+    assert resolve(f, (1, 2)) == {"p[0]": "static", "p[1]": "static"}
+
+
+def test_string_annotations_and_future_import() -> None:
+    # This module uses `from __future__ import annotations`: every hint is a string.
+    def f(cfg: Config, n: Static[int], w: Dynamic[float]) -> None: ...
+
+    assert (
+        resolve(f, {"n_layers": 1, "activation": "a", "scale": 1.0}, 2, 3.0)["n"]
+        == "static"
+    )
+    assert (
+        resolve(f, {"n_layers": 1, "activation": "a", "scale": 1.0}, 2, 3.0)["w"]
+        == "dynamic"
+    )
+
+
+def test_local_class_in_string_annotation() -> None:
+    class Local(TypedDict):
+        k: Static[int]
+        v: Dynamic[float]
+
+    def f(x: Local) -> None: ...
+
+    assert resolve(f, {"k": 1, "v": 1.0}) == {"x['k']": "static", "x['v']": "dynamic"}
+
+
+def test_recursive_type_does_not_loop() -> None:
+    def f(t: Tree) -> None: ...
+
+    tree = {"value": 1, "children": [{"value": 2, "children": []}]}
+    assert resolve(f, tree) == {
+        "t['children'][0]['value']": "static",
+        "t['value']": "static",
+    }
+    spec = treespec.spec_of(f)
+    assert "recursive" in spec.tree()
+    hash(spec)
+
+
+def test_nearest_marker_wins() -> None:
+    class Inner(TypedDict):
+        lr: Dynamic[float]
+        n: int
+
+    def f(cfg: Static[dict[str, Inner]]) -> None: ...
+
+    assert resolve(f, {"a": {"lr": 1.0, "n": 2}}) == {
+        "cfg['a']['lr']": "dynamic",
+        "cfg['a']['n']": "static",
+    }
+
+    def g(m: Dynamic[list[Static[int]]]) -> None: ...
+
+    assert resolve(g, [1, 2]) == {"m[0]": "static", "m[1]": "static"}
+
+
+def test_method_self_resolved_from_its_class() -> None:
+    class Model(eqx.Module):
+        w: jax.Array
+        depth: Static[int]
+
+        def apply(self, x):
+            return x
+
+    m = Model(A, 2)
+    assert resolve(Model.apply, m, A) == {
+        "self.w": "dynamic",
+        "self.depth": "static",
+        "x": "dynamic",
+    }
+
+
+def test_default_policies() -> None:
+    def f(a, b) -> None: ...
+
+    assert resolve(f, A, 1) == {"a": "dynamic", "b": "static"}
+    assert resolve(f, A, 1, _default="static") == {"a": "static", "b": "static"}
+    assert resolve(f, A, 1, _default="dynamic") == {"a": "dynamic", "b": "dynamic"}
+
+
+def test_spec_is_immutable_hashable_and_readable() -> None:
+    def f(cfg: Config, x: Float[Array, "b n"]) -> Float[Array, "b n"]: ...
+
+    spec = treespec.spec_of(f)
+    assert hash(spec) == hash(treespec.spec_of(f))
+    assert "cfg: Config" in repr(spec)
+    assert "Float[Array, 'b n']" in repr(spec)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.name = "g"  # type: ignore[misc]
+    tree = spec.tree()
+    assert "'n_layers': Static[int]" in tree and "'scale': Dynamic[float]" in tree
+
+
+def test_spec_derived_once_per_function(monkeypatch: pytest.MonkeyPatch) -> None:
+    import treespec._api as api
+
+    calls = []
+    original = api.derive_spec
+
+    def counting(fun: Any, localns: Any = None) -> Any:
+        calls.append(fun)
+        return original(fun, localns)
+
+    monkeypatch.setattr(api, "derive_spec", counting)
+
+    def f(n: Static[int], x) -> None: ...
+
+    for _ in range(3):
+        treespec.spec_of(f)
+    jitted = treespec.jit(lambda n, x: x)
+    for _ in range(3):
+        jitted(1, A)
+    assert calls.count(f) == 1
+    assert len(calls) == 2

@@ -1,0 +1,444 @@
+"""treespec.jit: every behaviour is checked by counting traces."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from functools import partial
+from typing import Any, NamedTuple, TypedDict
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import struct
+from jaxtyping import Array, Float
+
+import treespec
+from treespec import Donate, Dynamic, Static, ValidationError
+
+
+class Config(TypedDict):
+    n_layers: Static[int]
+    activation: Static[str]
+    scale: Dynamic[float]
+
+
+def test_request_example(counter: dict[str, int]) -> None:
+    @partial(treespec.jit, static_flags=[dict(x=True, y=False)])
+    def fun(dic):
+        counter["n"] += 1
+        return dic["x"] + dic["y"]
+
+    assert float(fun({"x": 1, "y": jnp.float32(2)})) == 3.0
+    assert float(fun({"x": 1, "y": jnp.float32(5)})) == 6.0
+    assert counter["n"] == 1
+    assert float(fun({"x": 2, "y": jnp.float32(5)})) == 7.0
+    assert counter["n"] == 2
+
+
+def test_decorator_forms_keep_metadata(counter: dict[str, int]) -> None:
+    def f(x: jax.Array, n: Static[int] = 2) -> jax.Array:
+        """Doc."""
+        counter["n"] += 1
+        return x * n
+
+    for jitted in (
+        treespec.jit(f),
+        treespec.jit()(f),
+        partial(treespec.jit, default="infer")(f),
+    ):
+        assert jitted.__name__ == "f" and jitted.__doc__ == "Doc."
+        assert jitted.__wrapped__ is f
+        np.testing.assert_allclose(jitted(jnp.ones(2)), 2.0)
+
+
+def test_typeddict_config(counter: dict[str, int]) -> None:
+    @treespec.jit
+    def f(x: jax.Array, cfg: Config) -> jax.Array:
+        counter["n"] += 1
+        y = x * cfg["scale"]
+        for _ in range(cfg["n_layers"]):
+            y = jnp.tanh(y) if cfg["activation"] == "tanh" else jax.nn.relu(y)
+        return y
+
+    x = jnp.ones(3)
+    f(x, {"n_layers": 2, "activation": "tanh", "scale": 0.5})
+    f(x, {"n_layers": 2, "activation": "tanh", "scale": 0.7})  # traced leaf: no retrace
+    assert counter["n"] == 1
+    f(x, {"n_layers": 3, "activation": "tanh", "scale": 0.5})
+    f(x, {"n_layers": 3, "activation": "relu", "scale": 0.5})
+    assert counter["n"] == 3
+    np.testing.assert_allclose(
+        f(x, {"n_layers": 1, "activation": "tanh", "scale": 0.5}),
+        np.tanh(0.5),
+        rtol=1e-6,
+    )
+
+
+@treespec.dataclass
+class TsLayer:
+    w: jax.Array
+    act: Static[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class RegLayer:
+    w: Any
+    act: Static[str]
+
+
+jax.tree_util.register_dataclass(RegLayer, data_fields=["w", "act"], meta_fields=[])
+
+
+class EqxLayer(eqx.Module):
+    w: jax.Array
+    act: Static[str]
+
+
+@struct.dataclass
+class FlaxLayer:
+    w: jax.Array
+    act: Static[str]
+
+
+class NTLayer(NamedTuple):
+    w: Dynamic[jax.Array]
+    act: Static[str]
+
+
+@pytest.mark.parametrize("cls", [TsLayer, RegLayer, EqxLayer, FlaxLayer, NTLayer])
+def test_dataclass_kinds(cls: Any, counter: dict[str, int]) -> None:
+    @treespec.jit
+    def f(layer: cls) -> jax.Array:  # type: ignore[valid-type]
+        counter["n"] += 1
+        return jnp.tanh(layer.w) if layer.act == "tanh" else layer.w
+
+    f(cls(jnp.ones(2), "tanh"))
+    f(cls(jnp.zeros(2), "tanh"))
+    assert counter["n"] == 1
+    np.testing.assert_allclose(f(cls(jnp.ones(2), "id")), 1.0)
+    assert counter["n"] == 2
+
+
+def test_nested_mix_kwargs_defaults_varargs(counter: dict[str, int]) -> None:
+    @treespec.jit
+    def f(
+        x: jax.Array,
+        *extra: Static[int],
+        layers: list[NTLayer],
+        scale: Dynamic[float] = 1.0,
+        **opts: Static[str],
+    ) -> jax.Array:
+        counter["n"] += 1
+        for layer in layers:
+            x = x * layer.w
+        return x * scale * sum(extra) * len(opts)
+
+    layers = [NTLayer(jnp.ones(2), "a"), NTLayer(2 * jnp.ones(2), "b")]
+    out = f(jnp.ones(2), 1, 2, layers=layers, scale=2.0, mode="m")
+    np.testing.assert_allclose(out, 2 * 2 * 3 * 1)
+    f(jnp.ones(2), 1, 2, layers=layers, scale=3.0, mode="m")
+    assert counter["n"] == 1
+    f(jnp.ones(2), 1, 3, layers=layers, scale=3.0, mode="m")
+    f(jnp.ones(2), 1, 3, layers=layers, scale=3.0, mode="other")
+    assert counter["n"] == 3
+
+
+def test_method_decorator_self_static_fields(counter: dict[str, int]) -> None:
+    class Model(eqx.Module):
+        w: jax.Array
+        depth: Static[int]
+
+        @treespec.jit
+        def apply(self, x: jax.Array) -> jax.Array:
+            counter["n"] += 1
+            for _ in range(self.depth):
+                x = x * self.w
+            return x
+
+    np.testing.assert_allclose(Model(2 * jnp.ones(2), 3).apply(jnp.ones(2)), 8.0)
+    Model(3 * jnp.ones(2), 3).apply(jnp.ones(2))
+    assert counter["n"] == 1
+    np.testing.assert_allclose(Model(2 * jnp.ones(2), 2).apply(jnp.ones(2)), 4.0)
+    assert counter["n"] == 2
+
+
+def test_plain_class_method(counter: dict[str, int]) -> None:
+    class Scaler:
+        def __init__(self, k: int) -> None:
+            self.k = k
+
+        @treespec.jit
+        def __call__(self, x: jax.Array) -> jax.Array:
+            counter["n"] += 1
+            return x * self.k
+
+    s = Scaler(3)
+    np.testing.assert_allclose(s(jnp.ones(2)), 3.0)
+    s(jnp.ones(2))
+    assert counter["n"] == 1
+
+
+def test_one_trace_per_key_static_types_are_distinct(counter: dict[str, int]) -> None:
+    @treespec.jit
+    def f(x: jax.Array, k: Static[Any]) -> Any:
+        counter["n"] += 1
+        return x, type(k).__name__
+
+    x = jnp.ones(2)
+    names = [f(x, k)[1] for k in (1, 1.0, True, 1, 1.0, True)]
+    assert names == ["int", "float", "bool"] * 2
+    assert counter["n"] == 3
+
+
+def test_dynamic_shapes_and_dtypes_key_the_cache(counter: dict[str, int]) -> None:
+    @treespec.jit
+    def f(x: jax.Array) -> jax.Array:
+        counter["n"] += 1
+        return x
+
+    f(jnp.ones(2))
+    f(jnp.zeros(2))
+    f(jnp.ones(3))
+    f(jnp.ones(3, jnp.int32))
+    f(jnp.ones(3, jnp.int32))
+    assert counter["n"] == 3
+
+
+def test_equal_new_config_hits_cache(counter: dict[str, int]) -> None:
+    @treespec.jit
+    def f(cfg: Static[dict[str, Any]], x: jax.Array) -> jax.Array:
+        counter["n"] += 1
+        return x * cfg["k"]
+
+    for _ in range(3):
+        f({"k": 2, "name": "a", "sizes": (1, 2)}, jnp.ones(1))
+    assert counter["n"] == 1
+
+
+def test_mutated_static_list_is_seen(counter: dict[str, int]) -> None:
+    @treespec.jit
+    def f(sizes: Static[list[int]], x: jax.Array) -> jax.Array:
+        counter["n"] += 1
+        return x * sum(sizes)
+
+    sizes = [1, 2]
+    np.testing.assert_allclose(f(sizes, jnp.ones(1)), 3.0)
+    sizes.append(3)
+    np.testing.assert_allclose(f(sizes, jnp.ones(1)), 6.0)
+    sizes[0] = 10
+    np.testing.assert_allclose(f(sizes, jnp.ones(1)), 15.0)
+    assert counter["n"] == 3
+
+
+def test_non_array_outputs_come_back_as_python_objects() -> None:
+    @treespec.jit
+    def f(x: jax.Array, name: Static[str]) -> Any:
+        return {"y": x * 2, "name": name, "n": 3, "none": None, "nested": [("a", x)]}
+
+    out = f(jnp.ones(2), "hello")
+    assert out["name"] == "hello" and out["n"] == 3 and type(out["n"]) is int
+    assert out["none"] is None
+    assert out["nested"][0][0] == "a"
+    assert isinstance(out["nested"][0][1], jax.Array)
+    np.testing.assert_allclose(out["y"], 2.0)
+
+
+def test_donate_leaves_are_donated_others_not() -> None:
+    @treespec.jit
+    def f(buf: Donate[jax.Array], keep: jax.Array) -> jax.Array:
+        return buf + keep
+
+    buf, keep = jnp.ones(4), jnp.ones(4)
+    out = f(buf, keep)
+    np.testing.assert_allclose(out, 2.0)
+    assert buf.is_deleted()
+    assert not keep.is_deleted()
+
+
+def test_donate_inside_a_typeddict() -> None:
+    class State(TypedDict):
+        opt: Donate[jax.Array]
+        step: Static[int]
+
+    @treespec.jit
+    def f(state: State) -> jax.Array:
+        return state["opt"] * state["step"]
+
+    opt = jnp.ones(3)
+    f({"opt": opt, "step": 2})
+    assert opt.is_deleted()
+
+
+def test_lower_compile_spec_clear_cache(counter: dict[str, int]) -> None:
+    @treespec.jit
+    def f(x: jax.Array, n: Static[int]) -> Any:
+        counter["n"] += 1
+        return x * n, "tag"
+
+    lowered = f.lower(jnp.ones(2), 3)
+    assert "stablehlo" in lowered.as_text() or "func" in lowered.as_text()
+    compiled = lowered.compile()
+    out, tag = compiled(jnp.ones(2), 3)
+    np.testing.assert_allclose(out, 3.0)
+    assert tag == "tag"
+    assert f.spec is treespec.spec_of(f)
+    assert "n: Static[int]" in repr(f.spec)
+    f(jnp.ones(2), 3)
+    before = counter["n"]
+    f.clear_cache()
+    f(jnp.ones(2), 3)
+    assert counter["n"] == before + 1
+
+
+def test_jax_kwargs_pass_through() -> None:
+    device = jax.devices()[0]
+
+    @partial(treespec.jit, device=device, keep_unused=True)
+    def f(x: jax.Array, unused: jax.Array, n: Static[int]) -> jax.Array:
+        return x * n
+
+    # `device`/`backend` are deprecated by JAX itself; treespec passes them on.
+    with pytest.warns(DeprecationWarning, match="backend and device"):
+        out = f(jnp.ones(2), jnp.ones(2), 2)
+    assert out.devices() == {device}
+    assert "2" in f.lower(jnp.ones(2), jnp.ones(2), 2).as_text()
+
+    g = treespec.jit(lambda x: x + 1, backend="cpu", compiler_options={})
+    with pytest.warns(DeprecationWarning, match="backend and device"):
+        np.testing.assert_allclose(g(jnp.ones(1)), 2.0)
+
+
+def test_in_and_out_shardings_over_the_dynamic_view() -> None:
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("d",))
+    replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+
+    @partial(treespec.jit, in_shardings=(replicated, None), out_shardings=replicated)
+    def f(params: dict[str, Any], x: jax.Array) -> jax.Array:
+        return params["w"] * x * params["n"]
+
+    out = f({"w": jnp.ones(2), "n": 3}, jnp.ones(2))
+    np.testing.assert_allclose(out, 3.0)
+    assert out.sharding == replicated
+
+
+def test_explain_recompiles_logs_what_changed(caplog: pytest.LogCaptureFixture) -> None:
+    @partial(treespec.jit, explain_recompiles=True)
+    def f(x: jax.Array, cfg: Static[dict[str, Any]]) -> jax.Array:
+        return x * cfg["scale"]
+
+    cfg = {"n_layers": 3, "activation": "relu", "scale": 1.0}
+    with caplog.at_level(logging.WARNING, logger="treespec"):
+        f(jnp.ones(3), cfg)
+        assert caplog.records == []  # the first trace is not a retrace
+        f(jnp.ones(3), {**cfg, "n_layers": 4})
+        f(jnp.ones(4), {**cfg, "n_layers": 4})
+        f(jnp.ones(4), {"n_layers": 4, "activation": "relu", "scale": 1.0, "extra": 1})
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 3
+    assert "cfg['n_layers']: 3 (int) -> 4 (int)" in messages[0]
+    assert "x: float32[3] -> float32[4]" in messages[1]
+    assert "structure changed at cfg" in messages[2]
+    assert all(r.name == "treespec" for r in caplog.records)
+
+
+def test_explain_recompiles_from_the_environment(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TREESPEC_EXPLAIN_RECOMPILES", "1")
+
+    @treespec.jit
+    def f(n: Static[int]) -> int:
+        return n
+
+    with caplog.at_level(logging.WARNING, logger="treespec"):
+        f(1)
+        f(2)
+    assert any("n: 1 (int) -> 2 (int)" in r.getMessage() for r in caplog.records)
+
+
+def test_inside_user_transforms_dynamic_leaves_may_be_tracers() -> None:
+    @treespec.jit
+    def f(x: jax.Array, cfg: Config) -> jax.Array:
+        return jnp.sum(x * cfg["scale"]) * cfg["n_layers"]
+
+    cfg = {"n_layers": 2, "activation": "relu", "scale": 0.5}
+    g = jax.jit(lambda x, s: f(x, {**cfg, "scale": s}))
+    np.testing.assert_allclose(g(jnp.ones(3), 2.0), 12.0)
+    np.testing.assert_allclose(jax.vmap(lambda x: f(x, cfg))(jnp.ones((4, 3))), 3.0)
+    grad = jax.grad(lambda s: f(jnp.ones(3), {**cfg, "scale": s}))(1.0)
+    np.testing.assert_allclose(grad, 6.0)
+
+
+def test_tracer_at_a_static_leaf_is_a_validation_error() -> None:
+    @treespec.jit
+    def f(x: jax.Array, cfg: Config) -> jax.Array:
+        return x * cfg["n_layers"]
+
+    with pytest.raises(ValidationError) as info:
+        jax.jit(
+            lambda n: f(jnp.ones(2), {"n_layers": n, "activation": "a", "scale": 1.0})
+        )(3)
+    msg = str(info.value)
+    assert "cfg['n_layers']" in msg
+    assert "tracer" in msg and "Dynamic" in msg
+
+
+def test_unhashable_static_leaf_suggests_dynamic() -> None:
+    @treespec.jit
+    def f(w: Static[Any]) -> Any:
+        return w
+
+    with pytest.raises(ValidationError) as info:
+        f(np.ones(3))
+    msg = str(info.value)
+    assert "argument w, at w" in msg
+    assert "hashable" in msg and "float64[3]" in msg and "Dynamic" in msg
+
+
+def test_string_at_a_dynamic_leaf() -> None:
+    @treespec.jit
+    def f(cfg: Config) -> Any:
+        return cfg["scale"]
+
+    with pytest.raises(ValidationError) as info:
+        f({"n_layers": 1, "activation": "relu", "scale": "big"})
+    msg = str(info.value)
+    assert "argument cfg, at cfg['scale']" in msg
+    assert "str 'big'" in msg and "Static" in msg
+    assert info.value.__cause__ is None  # no JAX traceback shown first
+
+
+def test_structure_mismatch_with_the_annotation() -> None:
+    @treespec.jit
+    def f(cfg: Config, pair: tuple[jax.Array, jax.Array]) -> Any:
+        return pair[0]
+
+    good = {"n_layers": 1, "activation": "relu", "scale": 1.0}
+    with pytest.raises(ValidationError) as info:
+        f({"n_layers": 1, "scale": 1.0, "extra": 2}, [jnp.ones(1), jnp.ones(1)])
+    msg = str(info.value)
+    assert "cfg['activation']" in msg and "required key 'activation'" in msg
+    assert "cfg['extra']" in msg and "unexpected key 'extra'" in msg
+    assert "argument pair, at pair: expected tuple[Array, Array], got list" in msg
+    with pytest.raises(ValidationError, match=r"length 2.*tuple of length 3"):
+        f(good, (jnp.ones(1),) * 3)
+
+
+def test_validate_false_skips_structure_checks() -> None:
+    @partial(treespec.jit, validate=False)
+    def f(cfg: Config) -> Any:
+        return cfg["n_layers"]
+
+    assert f({"n_layers": 2, "activation": "a", "scale": 1.0, "extra": 1}) == 2
+
+
+def test_jaxtyping_annotations_are_fine(counter: dict[str, int]) -> None:
+    @treespec.jit
+    def f(x: Float[Array, "b n"], k: Static[int]) -> Float[Array, "b n"]:
+        counter["n"] += 1
+        return x * k
+
+    np.testing.assert_allclose(f(jnp.ones((2, 3)), 2), 2.0)

@@ -1,0 +1,87 @@
+"""SpecError at decoration time: what is wrong, where, and how to fix it."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict, Union
+
+import jax
+import pytest
+
+import treespec
+from treespec import Dynamic, SpecError, Static
+
+
+def test_union_whose_members_disagree() -> None:
+    def f(x: Union[Static[int], Dynamic[jax.Array]]) -> None: ...  # noqa: UP007
+
+    with pytest.raises(SpecError) as info:
+        treespec.jit(f)
+    msg = str(info.value)
+    assert "parameter 'x'" in msg
+    assert "disagree on markers" in msg
+    assert "Static[A | B]" in msg
+
+
+def test_union_marked_and_unmarked_member_disagree() -> None:
+    def f(x: Static[int] | str) -> None: ...
+
+    with pytest.raises(SpecError, match="disagree on markers"):
+        treespec.spec_of(f)
+
+
+def test_union_that_agrees_and_optional_are_fine() -> None:
+    def f(x: Static[int] | Static[str], y: Static[int] | None) -> None: ...
+
+    treespec.spec_of(f)
+
+
+def test_nested_marker() -> None:
+    def f(x: Static[Dynamic[int]]) -> None: ...
+
+    with pytest.raises(
+        SpecError,
+        match=r"parameter 'x'.*Static\[Dynamic\[int\]\].*marker directly inside",
+    ):
+        treespec.jit(f)
+
+
+def test_nested_marker_inside_typeddict_names_the_field() -> None:
+    class Cfg(TypedDict):
+        n: Dynamic[Static[int]]
+
+    def f(cfg: Cfg) -> None: ...
+
+    with pytest.raises(SpecError, match=r"Cfg\['n'\]"):
+        treespec.spec_of(f)
+
+
+def test_unresolvable_forward_reference() -> None:
+    def f(x: NoSuchType) -> None: ...  # type: ignore[name-defined]  # noqa: F821
+
+    with pytest.raises(SpecError) as info:
+        treespec.jit(f)
+    assert "'NoSuchType'" in str(info.value)
+    assert "parameter 'x'" in str(info.value)
+    assert "Define the name" in str(info.value)
+
+
+def test_forbidden_jax_arguments() -> None:
+    for name in (
+        "static_argnums",
+        "static_argnames",
+        "donate_argnums",
+        "donate_argnames",
+    ):
+        with pytest.raises(SpecError, match=f"does not take {name}") as info:
+            treespec.jit(lambda x: x, **{name: 0})
+        assert "static_flags" in str(info.value) or "Donate" in str(info.value)
+
+
+def test_spec_error_is_a_type_error_for_callers_that_catch_broadly() -> None:
+    assert issubclass(SpecError, TypeError)
+
+
+def test_any_annotation_is_not_an_error() -> None:
+    def f(x: Any) -> None: ...
+
+    treespec.spec_of(f)
