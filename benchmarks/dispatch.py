@@ -30,17 +30,25 @@ import treespec
 from treespec import Dynamic, Static
 
 
-def median_call_time(call: Callable[[], Any], *, number: int, repeat: int) -> float:
-    """Median over `repeat` runs of the mean time of `number` calls, in seconds."""
-    jax.block_until_ready(call())
-    samples = []
+def compare(
+    contenders: dict[str, Callable[[], Any]], *, number: int, repeat: int
+) -> dict[str, float]:
+    """Median seconds per call of each contender.
+
+    The contenders are timed in turns (one block of `number` calls each, `repeat`
+    rounds), so a slow spell of the machine hits all of them alike.
+    """
+    for call in contenders.values():
+        jax.block_until_ready(call())
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            call()
-        samples.append((time.perf_counter() - start) / number)
-    jax.block_until_ready(call())
-    return statistics.median(samples)
+        for name, call in contenders.items():
+            start = time.perf_counter()
+            for _ in range(number):
+                call()
+            samples[name].append((time.perf_counter() - start) / number)
+            jax.block_until_ready(call())
+    return {name: statistics.median(v) for name, v in samples.items()}
 
 
 class ConfigNT(NamedTuple):
@@ -76,20 +84,16 @@ def scenario_s1(number: int, repeat: int) -> dict[str, float]:
         return x
 
     ts_flags = treespec.jit(body, static_flags=[False, False, True])
-    return {
-        "jax.jit": median_call_time(
-            lambda: raw(params, x, cfg_nt), number=number, repeat=repeat
-        ),
-        "equinox.filter_jit": median_call_time(
-            lambda: eqx_f(params, x, cfg), number=number, repeat=repeat
-        ),
-        "treespec.jit (hints)": median_call_time(
-            lambda: ts_hints(params, x, cfg), number=number, repeat=repeat
-        ),
-        "treespec.jit (static_flags)": median_call_time(
-            lambda: ts_flags(params, x, cfg), number=number, repeat=repeat
-        ),
-    }
+    return compare(
+        {
+            "jax.jit": lambda: raw(params, x, cfg_nt),
+            "equinox.filter_jit": lambda: eqx_f(params, x, cfg),
+            "treespec.jit (hints)": lambda: ts_hints(params, x, cfg),
+            "treespec.jit (static_flags)": lambda: ts_flags(params, x, cfg),
+        },
+        number=number,
+        repeat=repeat,
+    )
 
 
 def scenario_s2(n: int, number: int, repeat: int) -> dict[str, float]:
@@ -111,20 +115,16 @@ def scenario_s2(n: int, number: int, repeat: int) -> dict[str, float]:
     ) -> jax.Array:
         return params["w0000"]
 
-    return {
-        "jax.jit": median_call_time(
-            lambda: raw(params, static), number=number, repeat=repeat
-        ),
-        "equinox.filter_jit": median_call_time(
-            lambda: eqx_f(params, static_dict), number=number, repeat=repeat
-        ),
-        "treespec.jit (static_flags)": median_call_time(
-            lambda: ts_f(params, static_dict), number=number, repeat=repeat
-        ),
-        "treespec.jit (hints)": median_call_time(
-            lambda: ts_hints(params, static_dict), number=number, repeat=repeat
-        ),
-    }
+    return compare(
+        {
+            "jax.jit": lambda: raw(params, static),
+            "equinox.filter_jit": lambda: eqx_f(params, static_dict),
+            "treespec.jit (static_flags)": lambda: ts_f(params, static_dict),
+            "treespec.jit (hints)": lambda: ts_hints(params, static_dict),
+        },
+        number=number,
+        repeat=repeat,
+    )
 
 
 def scenario_s3(steps: int, repeat: int) -> dict[str, float]:
@@ -148,18 +148,16 @@ def scenario_s3(steps: int, repeat: int) -> dict[str, float]:
 
         return run
 
-    return {
-        "jax.jit": median_call_time(chain(lambda x: raw(x, w)), number=1, repeat=repeat)
-        / steps,
-        "equinox.filter_jit": median_call_time(
-            chain(lambda x: eqx_f(x, w, cfg)), number=1, repeat=repeat
-        )
-        / steps,
-        "treespec.jit": median_call_time(
-            chain(lambda x: ts_f(x, w, cfg)), number=1, repeat=repeat
-        )
-        / steps,
-    }
+    per_chain = compare(
+        {
+            "jax.jit": chain(lambda x: raw(x, w)),
+            "equinox.filter_jit": chain(lambda x: eqx_f(x, w, cfg)),
+            "treespec.jit": chain(lambda x: ts_f(x, w, cfg)),
+        },
+        number=1,
+        repeat=repeat,
+    )
+    return {name: t / steps for name, t in per_chain.items()}
 
 
 def first_call(repeat: int) -> dict[str, float]:

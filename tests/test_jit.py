@@ -408,7 +408,8 @@ def test_string_at_a_dynamic_leaf() -> None:
     msg = str(info.value)
     assert "argument cfg, at cfg['scale']" in msg
     assert "str 'big'" in msg and "Static" in msg
-    assert info.value.__cause__ is None  # no JAX traceback shown first
+    assert info.value.__suppress_context__  # no JAX traceback shown first...
+    assert info.value.__context__ is not None  # ...but it is kept
 
 
 def test_structure_mismatch_with_the_annotation() -> None:
@@ -442,3 +443,57 @@ def test_jaxtyping_annotations_are_fine(counter: dict[str, int]) -> None:
         return x * k
 
     np.testing.assert_allclose(f(jnp.ones((2, 3)), 2), 2.0)
+
+
+class Pair(TypedDict):
+    a: jax.Array
+    b: jax.Array
+
+
+def test_whole_dynamic_argument_is_checked_while_tracing(
+    counter: dict[str, int],
+) -> None:
+    # A Dynamic[...] argument with no marker below is handed to JAX whole; its
+    # structure is checked at trace time instead, with the same message.
+    @treespec.jit
+    def f(p: Dynamic[Pair], k: Static[int]) -> jax.Array:
+        counter["n"] += 1
+        return p["a"] * k
+
+    assert f._splitter.whole_idx == (0,)
+    np.testing.assert_allclose(f({"a": jnp.ones(2), "b": jnp.ones(2)}, 2), 2.0)
+    with pytest.raises(ValidationError, match=r"p\['b'\]: expected required key 'b'"):
+        f({"a": jnp.ones(2)}, 2)
+    with pytest.raises(ValidationError) as info:
+        f({"a": jnp.ones(2), "b": "text"}, 2)
+    assert "argument p, at p['b']" in str(info.value) and "str 'text'" in str(
+        info.value
+    )
+
+
+def test_whole_arguments_flagged_false_and_donated() -> None:
+    @partial(treespec.jit, static_flags=[False, True])
+    def f(tree: Any, n: Any) -> Any:
+        return jax.tree_util.tree_map(lambda v: v * n, tree)
+
+    assert f._splitter.whole_idx == (0,)
+    out = f({"a": jnp.ones(2), "b": [jnp.ones(1)]}, 3)
+    np.testing.assert_allclose(out["b"][0], 3.0)
+
+    @treespec.jit
+    def g(state: Donate[dict[str, jax.Array]], scale: Static[float]) -> Any:
+        return {k: v * scale for k, v in state.items()}
+
+    state = {"a": jnp.ones(2), "b": jnp.ones(3)}
+    g(state, 2.0)
+    assert state["a"].is_deleted() and state["b"].is_deleted()
+
+
+def test_keyword_and_positional_calls_agree() -> None:
+    @treespec.jit
+    def f(p: Dynamic[Pair], k: Static[int]) -> jax.Array:
+        return p["a"] * k
+
+    p = {"a": jnp.ones(2), "b": jnp.ones(2)}
+    np.testing.assert_allclose(f(p, 2), f(p, k=2))
+    np.testing.assert_allclose(f(p=p, k=2), f(p, 2))

@@ -16,12 +16,13 @@ import jax
 from typing_extensions import ParamSpec
 
 from ._api import _spec_for, caller_namespace
-from ._errors import Issue, SpecError, ValidationError, describe_value
+from ._errors import Issue, SpecError, ValidationError
 from ._flags import Flags, normalize_flags
 from ._partition import combine
-from ._plan import Plan, Split, _check_default, build_plan
-from ._rules import is_array, is_array_like
+from ._plan import Split, _check_default
+from ._rules import is_array
 from ._spec import Spec
+from ._splitter import Key, Splitter, key_split
 
 __all__ = ["Jitted", "jit"]
 
@@ -74,80 +75,6 @@ def join_output(out: Any) -> Any:
     if type(out) is _WithStatic:
         return combine(out.dynamic, out.static)
     return out
-
-
-class _Key:
-    """The static part of one call, interned: JAX hashes and compares it by identity."""
-
-    __slots__ = ("index", "split", "static")
-
-    def __init__(self, split: Split, static: tuple[Any, ...], index: int) -> None:
-        self.split = split
-        self.static = static
-        self.index = index
-
-    def __repr__(self) -> str:
-        return f"<treespec static key #{self.index}>"
-
-
-def _leaf_issue(split: Split, i: int, leaf: Any, static: bool) -> Issue | None:
-    info = split.plan.infos[i]
-    loc = f"argument {info.argument}, at {info.path}"
-    if static:
-        if isinstance(leaf, jax.core.Tracer):
-            return Issue(
-                loc,
-                f"a static (hashable) value ({info.source})",
-                describe_value(leaf),
-                "a traced value reached a static leaf (this call is inside "
-                "jax.jit/vmap/grad of your code): mark it Dynamic[...] or pass "
-                "static_flags=False for it.",
-            )
-        try:
-            hash(leaf)
-        except TypeError:
-            hint = "mark it Dynamic[...] (or static_flags=False) to trace it"
-            if not is_array(leaf):
-                hint = "static leaves must be hashable: use a tuple or frozenset"
-            return Issue(
-                loc,
-                f"a hashable value, since it is static ({info.source})",
-                describe_value(leaf),
-                hint,
-            )
-        return None
-    if not is_array_like(leaf):
-        return Issue(
-            loc,
-            f"an array or Python scalar, since it is traced ({info.source})",
-            describe_value(leaf),
-            "mark it Static[...] (or static_flags=True) to hold it static",
-        )
-    return None
-
-
-def diagnose(split: Split, leaves: Sequence[Any], name: str) -> ValidationError | None:
-    """Find the leaves that made a call fail; `None` if they all look fine."""
-    issues = []
-    for i in split.static_idx:
-        issue = _leaf_issue(split, i, leaves[i], True)
-        if issue is not None:
-            issues.append(issue)
-    for i in split.dynamic_idx:
-        issue = _leaf_issue(split, i, leaves[i], False)
-        if issue is not None:
-            issues.append(issue)
-    return ValidationError(issues, name) if issues else None
-
-
-def _leaf_signature(split: Split, key: _Key, dynamic: Sequence[Any]) -> dict[str, str]:
-    described: dict[str, str] = {}
-    for i, v in zip(split.static_idx, key.static):
-        described[split.plan.infos[i].path] = f"{v!r} ({type(v).__name__})"
-    for i, v in zip(split.dynamic_idx, dynamic):
-        dims = ",".join(str(d) for d in getattr(v, "shape", ()))
-        described[split.plan.infos[i].path] = f"{getattr(v, 'dtype', '?')}[{dims}]"
-    return described
 
 
 _TOKEN = re.compile(r"\[[^\]]*\]|\.\w+|^[^\[.]+")
@@ -208,7 +135,7 @@ class Jitted(Generic[_P, _R]):
         env = os.environ.get("TREESPEC_EXPLAIN_RECOMPILES", "0") not in ("", "0")
         self._explain = explain_recompiles or env
         kwargs = dict(jax_kwargs)
-        self._in_shardings = kwargs.pop("in_shardings", None)
+        in_shardings = kwargs.pop("in_shardings", None)
         # A single sharding also covers the aux-only node of non-array outputs;
         # a tree of shardings must match the output exactly (checked at trace).
         out_shardings = kwargs.get("out_shardings")
@@ -217,15 +144,19 @@ class Jitted(Generic[_P, _R]):
         )
         self._jax_kwargs = kwargs
         try:
-            self._signature: inspect.Signature | None = inspect.signature(fun)
+            signature: inspect.Signature | None = inspect.signature(fun)
         except (TypeError, ValueError):
-            self._signature = None
+            signature = None
+        self._splitter = Splitter(
+            self.__treespec_spec__,
+            self._flags,
+            default,
+            validate=validate and os.environ.get("TREESPEC_VALIDATE", "1") != "0",
+            signature=signature,
+            in_shardings=in_shardings,
+        )
+        self._split_call = self._splitter.split_call
         self._lock = threading.RLock()
-        # Plans by treedef: of `args` alone for calls without keywords, of
-        # `(args, kwargs)` otherwise (two dicts: those treedefs can coincide).
-        self._plans: dict[Any, Plan] = {}
-        self._kw_plans: dict[Any, Plan] = {}
-        self._keys: dict[tuple[Any, ...], _Key] = {}
         self._compiled: dict[tuple[Any, ...], Callable[..., Any]] = {}
         self._last_trace: dict[str, str] | None = None
         self.trace_count = 0
@@ -242,9 +173,7 @@ class Jitted(Generic[_P, _R]):
                 clear = getattr(compiled, "clear_cache", None)
                 if clear is not None:
                     clear()
-            self._plans.clear()
-            self._kw_plans.clear()
-            self._keys.clear()
+            self._splitter.clear()
             self._compiled.clear()
             self._last_trace = None
 
@@ -254,123 +183,31 @@ class Jitted(Generic[_P, _R]):
         return types.MethodType(self, instance)
 
     # ----------------------------------------------------------------- slow path
-    def _plan(self, args: Any, kwargs: Any, treedef: Any) -> Plan:
-        plans = self._kw_plans if kwargs else self._plans
-        with self._lock:
-            plan = plans.get(treedef)
-            if plan is not None:
-                return plan
-            plan, issues = build_plan(
-                self.__treespec_spec__,
-                self._flags,
-                self._default,
-                args,
-                kwargs,
-                treedef,
-                signature=self._signature,
-                check=self._validate,
-            )
-            if issues:
-                raise ValidationError(issues, self.__treespec_spec__.name)
-            plan.shardings = self._leaf_shardings(args, kwargs)
-            plan.with_kwargs = bool(kwargs)
-            plans[treedef] = plan
-            return plan
-
-    def _leaf_shardings(self, args: Any, kwargs: Any) -> list[Any] | None:
-        entries = self._in_shardings
-        if entries is None:
-            return None
-        spec = self.__treespec_spec__
-        per_arg: list[Any] = []
-        for i, _ in enumerate(args):
-            if isinstance(entries, (list, tuple)):
-                per_arg.append(entries[i] if i < len(entries) else None)
-            elif isinstance(entries, Mapping):
-                name = spec.positional[i].name if i < len(spec.positional) else ""
-                per_arg.append(entries.get(name))
-            else:
-                per_arg.append(entries)
-        per_kw = {}
-        for name in kwargs:
-            if isinstance(entries, Mapping):
-                per_kw[name] = entries.get(name)
-            elif isinstance(entries, (list, tuple)):
-                names = [p.name for p in spec.positional]
-                pos = names.index(name) if name in names else len(entries)
-                per_kw[name] = entries[pos] if pos < len(entries) else None
-            else:
-                per_kw[name] = entries
-        try:
-            nested = jax.tree_util.tree_map(
-                lambda entry, sub: [entry] * len(jax.tree_util.tree_leaves(sub)),
-                (tuple(per_arg), per_kw),
-                (tuple(args), dict(kwargs)),
-                is_leaf=lambda x: x is None or isinstance(x, jax.sharding.Sharding),
-            )
-        except ValueError as exc:
-            raise SpecError(
-                f"in_shardings is not a prefix of the arguments of "
-                f"{self.__treespec_spec__.name}: {exc}"
-            ) from None
-        return [
-            s
-            for group in jax.tree_util.tree_leaves(
-                nested, is_leaf=lambda x: isinstance(x, list)
-            )
-            for s in group
-        ]
-
     def _caller(self, split: Split) -> Callable[..., Any]:
         with self._lock:
             if split.caller is not None:
                 return split.caller  # type: ignore[no-any-return]
-            shardings = split.plan.shardings
-            in_sh = None
-            if shardings is not None:
-                in_sh = tuple(shardings[i] for i in split.dynamic_idx)
-            config = (split.donate, in_sh)
+            donate = self._splitter.donate_argnums(split)
+            in_sh = self._splitter.in_shardings_for(split)
+            config = (donate, in_sh)
             compiled = self._compiled.get(config)
             if compiled is None:
                 kwargs = dict(self._jax_kwargs)
                 if in_sh is not None:
                     kwargs["in_shardings"] = in_sh
                 compiled = jax.jit(
-                    self._traced,
-                    static_argnums=0,
-                    donate_argnums=tuple(1 + d for d in split.donate),
-                    **kwargs,
+                    self._traced, static_argnums=0, donate_argnums=donate, **kwargs
                 )
                 self._compiled[config] = compiled
             split.caller = compiled
             return compiled
 
-    def _key(
-        self, split: Split, static: tuple[Any, ...], leaves: Sequence[Any]
-    ) -> _Key:
-        try:
-            lookup = (split, *static, *map(type, static))
-            hash(lookup)
-        except TypeError:
-            error = diagnose(split, leaves, self.__treespec_spec__.name)
-            if error is not None:
-                raise error from None
-            raise
-        with self._lock:
-            key = self._keys.get(lookup)
-            if key is None:
-                key = _Key(split, static, len(self._keys))
-                self._keys[lookup] = key
-            return key
-
-    def _traced(self, key: _Key, *dynamic: Any) -> Any:
-        split = key.split
+    def _traced(self, key: Key, *dynamic: Any) -> Any:
         self.trace_count += 1
+        self._splitter.check_traced(key, dynamic)
         if self._explain:
-            self._report_retrace(split, key, dynamic)
-        leaves = split.merge(key.static, dynamic)
-        tree = jax.tree_util.tree_unflatten(split.plan.treedef, leaves)
-        args, kwargs = tree if split.plan.with_kwargs else (tree, {})
+            self._report_retrace(key, dynamic)
+        args, kwargs = self._splitter.rebuild(key, dynamic)
         out = split_output(self._fun(*args, **kwargs))
         if self._tree_out_shardings and type(out) is _WithStatic:
             raise SpecError(
@@ -380,8 +217,8 @@ class Jitted(Generic[_P, _R]):
             )
         return out
 
-    def _report_retrace(self, split: Split, key: _Key, dynamic: Sequence[Any]) -> None:
-        now = _leaf_signature(split, key, dynamic)
+    def _report_retrace(self, key: Key, dynamic: Sequence[Any]) -> None:
+        now = self._splitter.describe(key, dynamic)
         before, self._last_trace = self._last_trace, now
         if before is None:
             return
@@ -392,51 +229,28 @@ class Jitted(Generic[_P, _R]):
             "; ".join(describe_retrace(before, now)),
         )
 
-    def _flatten(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[list[Any], Split]:
-        if kwargs:
-            leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
-            plan = self._kw_plans.get(treedef)
-        else:
-            leaves, treedef = jax.tree_util.tree_flatten(args)
-            plan = self._plans.get(treedef)
-        if plan is None:
-            plan = self._plan(args, kwargs, treedef)
-        return leaves, plan.fixed or plan.split(leaves)
-
     # ------------------------------------------------------------------ hot path
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        # Kept flat on purpose: every line here is paid on every call.
-        if kwargs:
-            leaves, split = self._flatten(args, kwargs)
-        else:
-            leaves, treedef = jax.tree_util.tree_flatten(args)
-            plan = self._plans.get(treedef) or self._plan(args, kwargs, treedef)
-            split = plan.fixed or plan.split(leaves)
-        static = split.get_static(leaves)
-        lookup = (split, *static, *map(type, static))
+        key, dynamic = self._split_call(args, kwargs)
+        split = key[0]
         try:
-            key = self._keys[lookup]
-        except (KeyError, TypeError):
-            key = self._key(split, static, leaves)
-        try:
-            out = (split.caller or self._caller(split))(key, *split.get_dynamic(leaves))
-        except TypeError:
-            error = diagnose(split, leaves, self.__treespec_spec__.name)
-            if error is not None:
-                raise error from None
-            raise
+            out = (split.caller or self._caller(split))(key, *dynamic)
+        except (TypeError, ValueError):
+            error = self._splitter.diagnose(args, kwargs)
+            if error is None:
+                raise
+            # Raised from None: the JAX error stays reachable as __context__
+            # without being printed ahead of the one that names the leaf.
+            raise error from None
         if type(out) is _WithStatic:
             return combine(out.dynamic, out.static)  # type: ignore[no-any-return]
         return out  # type: ignore[no-any-return]
 
     def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> Lowered:
         """Lower for these arguments, as `jax.jit(...).lower`; `.compile()` runs."""
-        leaves, split = self._flatten(args, kwargs)
-        key = self._key(split, split.get_static(leaves), leaves)
-        caller: Any = split.caller or self._caller(split)
-        return Lowered(caller.lower(key, *split.get_dynamic(leaves)), split)
+        key, dynamic = self._split_call(args, kwargs)
+        caller: Any = key_split(key).caller or self._caller(key_split(key))
+        return Lowered(caller.lower(key, *dynamic), self._splitter, key)
 
     def __repr__(self) -> str:
         return f"<treespec.jit of {self.__treespec_spec__.name}>"
@@ -445,9 +259,10 @@ class Jitted(Generic[_P, _R]):
 class Lowered:
     """The result of `Jitted.lower`: wraps `jax.stages.Lowered`."""
 
-    def __init__(self, lowered: Any, split: Split) -> None:
+    def __init__(self, lowered: Any, splitter: Splitter, key: Key) -> None:
         self._lowered = lowered
-        self._split = split
+        self._splitter = splitter
+        self._key = key
 
     def as_text(self) -> str:
         """The lowered module as text (StableHLO)."""
@@ -455,27 +270,34 @@ class Lowered:
 
     def compile(self) -> Compiled:
         """Compile; the result is called with the same arguments as the function."""
-        return Compiled(self._lowered.compile(), self._split)
+        return Compiled(self._lowered.compile(), self._splitter, self._key)
 
 
 class Compiled:
-    """An executable for one set of shapes and static values."""
+    """An executable for one tree structure and one set of static values."""
 
-    def __init__(self, compiled: Any, split: Split) -> None:
+    def __init__(self, compiled: Any, splitter: Splitter, key: Key) -> None:
         self._compiled = compiled
-        self._split = split
+        self._splitter = splitter
+        self._key = key
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        plan = self._split.plan
-        tree = (args, kwargs) if plan.with_kwargs else args
-        leaves, treedef = jax.tree_util.tree_flatten(tree)
-        if treedef != plan.treedef:
+        key, dynamic = self._splitter.split_call(args, kwargs)
+        if key != self._key:
             raise ValidationError(
-                [Issue("arguments", "the structure this was lowered for", str(treedef))]
+                [
+                    Issue(
+                        "arguments",
+                        "the tree structure and static values this was lowered for",
+                        "different ones (call the jitted function instead)",
+                    )
+                ],
+                "Compiled",
             )
-        return join_output(self._compiled(*self._split.get_dynamic(leaves)))
+        return join_output(self._compiled(*dynamic))
 
     def as_text(self) -> str:
+        """The compiled module as text."""
         return str(self._compiled.as_text())
 
 

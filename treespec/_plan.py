@@ -140,8 +140,9 @@ class Plan:
     def __init__(self, treedef: Any, infos: tuple[LeafInfo, ...]) -> None:
         self.treedef = treedef
         self.infos = infos
-        #: Whether `treedef` is of `(args, kwargs)` (else of `args` alone).
-        self.with_kwargs = False
+        #: What `treedef` is of: "args", "kwargs" (`(args, kwargs)`) or "fast"
+        #: (the positional arguments that are not dynamic as a whole).
+        self.layout = "args"
         #: Per-leaf `in_shardings` entries, when the transform was given some.
         self.shardings: list[Any] | None = None
         self.probe_idx = tuple(i for i, info in enumerate(infos) if info.kind is None)
@@ -274,6 +275,7 @@ def _walk(
         node = _pick(node, value)
     if (
         isinstance(node, AnyNode)
+        and flag_kind(flag) != "bool"  # a bool flag decides: class markers can't
         and not isinstance(value, dict)
         and _is_class_backed(type(value))
     ):
@@ -451,8 +453,13 @@ def build_plan(
     *,
     signature: inspect.Signature | None = None,
     check: bool = True,
+    skip: frozenset[int] = frozenset(),
 ) -> tuple[Plan, list[Issue]]:
-    """Resolve every leaf of `(args, kwargs)`, in `jax.tree_util` flatten order."""
+    """Resolve every leaf of `(args, kwargs)`, in `jax.tree_util` flatten order.
+
+    Positional arguments whose index is in `skip` are left out (the caller hands
+    them to JAX whole).
+    """
     _check_default(default)
     if signature is not None:
         try:
@@ -464,6 +471,8 @@ def build_plan(
     var_pos = spec.var_positional
     var_kw = spec.var_keyword
     for i, value in enumerate(args):
+        if i in skip:
+            continue
         if i < len(positional):
             param = positional[i]
             name = param.name

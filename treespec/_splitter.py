@@ -1,0 +1,415 @@
+"""From a call's `(args, kwargs)` to a static key and the dynamic arguments, and back.
+
+Every transform uses one `Splitter` per decorated function. The per-call path is
+flatten, look up the plan by treedef, pick the static leaves, intern the key.
+
+Arguments that are dynamic as a whole (`Dynamic[...]`/`Donate[...]` with no
+marker below, or `static_flags` `False`) are not flattened here at all: they are
+handed to JAX as they are, and checked against their annotation while tracing.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+from jax.tree_util import keystr
+
+from ._errors import Issue, SpecError, ValidationError, describe_value
+from ._flags import Flags, flag_kind
+from ._markers import Marker
+from ._plan import Kind, Plan, Split, _getter, build_plan, walk_value
+from ._rules import is_array, is_array_like
+from ._spec import AnyNode, Node, Param, PyTreeNode, Spec, _ClassBacked
+
+__all__ = ["Key", "Splitter", "key_split", "key_static"]
+
+# The registry's own method: one Python frame less than `tree_flatten` per call.
+_flatten = jax.tree_util.default_registry.flatten
+
+_POSITIONAL = (
+    inspect.Parameter.POSITIONAL_ONLY,
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+)
+
+
+#: The static part of one call: `(split, *static_leaves, *their_types)`.
+#: JAX hashes it as the static argument of the compiled call, so `1`, `1.0` and
+#: `True` (equal, same hash) still make three keys.
+Key = tuple[Any, ...]
+
+
+def key_split(key: Key) -> Split:
+    return key[0]  # type: ignore[no-any-return]
+
+
+def key_static(key: Key) -> tuple[Any, ...]:
+    split: Split = key[0]
+    return key[1 : 1 + len(split.static_idx)]
+
+
+def _below(node: Node) -> tuple[set[Marker], bool]:
+    """Markers strictly below `node`, and whether an unannotated place is below."""
+    markers: set[Marker] = set()
+    any_below = False
+    seen: set[int] = set()
+    stack = [child for _, child in node.children()]
+    if isinstance(node, PyTreeNode):
+        stack = [node.leaf] if not isinstance(node.leaf, AnyNode) else []
+        if isinstance(node.leaf, AnyNode) and node.leaf.marker is not None:
+            markers.add(node.leaf.marker)
+    while stack:
+        current = stack.pop()
+        if isinstance(current, _ClassBacked):
+            if id(current.body) in seen:
+                continue
+            seen.add(id(current.body))
+        if current.marker is not None:
+            markers.add(current.marker)
+        if isinstance(current, AnyNode):
+            any_below = True
+        stack.extend(child for _, child in current.children())
+    return markers, any_below
+
+
+def whole_kind(param: Param, flag: Any) -> Kind | None:
+    """The kind of every leaf of this parameter, when one kind covers them all."""
+    if param.kind not in _POSITIONAL:
+        return None
+    node = param.node
+    markers, any_below = _below(node)
+    kind = flag_kind(flag)
+    if kind == "bool" and not flag:
+        # A False flag traces everything; only Donate markers still matter.
+        if Marker.DONATE not in markers and node.marker is not Marker.DONATE:
+            return Kind.DYNAMIC
+        if node.marker is Marker.DONATE and not markers:
+            return Kind.DONATE
+        return None
+    if kind == "none" and not markers and not any_below:
+        if node.marker is Marker.DYNAMIC:
+            return Kind.DYNAMIC
+        if node.marker is Marker.DONATE:
+            return Kind.DONATE
+    return None
+
+
+class Splitter:
+    """Splits calls of one function into (static key, dynamic arguments)."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        flags: Flags,
+        default: str,
+        *,
+        validate: bool,
+        signature: inspect.Signature | None,
+        in_shardings: Any = None,
+    ) -> None:
+        self.spec = spec
+        self.flags = flags
+        self.default = default
+        self.validate = validate
+        self.signature = signature
+        self.in_shardings = in_shardings
+        positional = spec.positional
+        self.npos = len(positional)
+        kinds = [whole_kind(p, flags.by_name.get(p.name)) for p in positional]
+        self.whole_idx = tuple(i for i, k in enumerate(kinds) if k is not None)
+        self.whole_kinds = tuple(k for k in kinds if k is not None)
+        self.mixed_idx = tuple(i for i, k in enumerate(kinds) if k is None)
+        self.fast = bool(self.whole_idx)
+        self.get_whole = _getter(self.whole_idx)
+        # One partly static argument (the common case) is flattened on its own,
+        # not inside a 1-tuple: a tree level less on every call.
+        self.single_mixed = len(self.mixed_idx) == 1
+        if self.single_mixed:
+            (only,) = self.mixed_idx
+            self.get_mixed: Callable[[Sequence[Any]], Any] = lambda a: a[only]
+        else:
+            self.get_mixed = _getter(self.mixed_idx)
+        self._lock = threading.RLock()
+        # Plans by treedef, one dict per layout: their treedefs can coincide.
+        self._plans: dict[Any, Plan] = {}
+        self._kw_plans: dict[Any, Plan] = {}
+        self._fast_plans: dict[Any, Plan] = {}
+
+    def clear(self) -> None:
+        with self._lock:
+            self._plans.clear()
+            self._kw_plans.clear()
+            self._fast_plans.clear()
+
+    # ------------------------------------------------------------------ per call
+    def split_call(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Key, tuple[Any, ...]]:
+        """The static key and the dynamic arguments of one call."""
+        if kwargs:
+            leaves, treedef = _flatten((args, kwargs))
+            plan = self._kw_plans.get(treedef) or self._plan(
+                args, kwargs, treedef, "kwargs"
+            )
+            split = plan.fixed or plan.split(leaves)
+            static = split.get_static(leaves)
+            return (split, *static, *map(type, static)), split.get_dynamic(leaves)
+        if self.fast and len(args) == self.npos:
+            leaves, treedef = _flatten(self.get_mixed(args))
+            plan = self._fast_plans.get(treedef) or self._plan(
+                args, {}, treedef, "fast"
+            )
+            split = plan.fixed or plan.split(leaves)
+            static = split.get_static(leaves)
+            return (
+                (split, *static, *map(type, static)),
+                (*self.get_whole(args), *split.get_dynamic(leaves)),
+            )
+        leaves, treedef = _flatten(args)
+        plan = self._plans.get(treedef) or self._plan(args, {}, treedef, "args")
+        split = plan.fixed or plan.split(leaves)
+        static = split.get_static(leaves)
+        return (split, *static, *map(type, static)), split.get_dynamic(leaves)
+
+    # ----------------------------------------------------------------- slow path
+    def _plan(self, args: Any, kwargs: Any, treedef: Any, layout: str) -> Plan:
+        plans = {"kwargs": self._kw_plans, "fast": self._fast_plans}.get(
+            layout, self._plans
+        )
+        with self._lock:
+            plan = plans.get(treedef)
+            if plan is not None:
+                return plan
+            plan, issues = build_plan(
+                self.spec,
+                self.flags,
+                self.default,
+                args,
+                kwargs,
+                treedef,
+                signature=self.signature,
+                check=self.validate,
+                skip=frozenset(self.whole_idx) if layout == "fast" else frozenset(),
+            )
+            if issues:
+                raise ValidationError(issues, self.spec.name)
+            plan.layout = layout
+            if self.in_shardings is not None:
+                plan.shardings = self._shardings(args, kwargs, layout)
+            plans[treedef] = plan
+            return plan
+
+    def _shardings(self, args: Any, kwargs: Any, layout: str) -> list[Any]:
+        """Per-leaf `in_shardings` entries (whole arguments: one entry each)."""
+        entries = self.in_shardings
+        names = [p.name for p in self.spec.positional]
+
+        def entry_for(name: str, index: int) -> Any:
+            if isinstance(entries, Mapping):
+                return entries.get(name)
+            if isinstance(entries, (list, tuple)):
+                return entries[index] if 0 <= index < len(entries) else None
+            return entries
+
+        per_arg = [
+            entry_for(names[i] if i < len(names) else "", i) for i in range(len(args))
+        ]
+        per_kw = {k: entry_for(k, names.index(k) if k in names else -1) for k in kwargs}
+        if layout == "fast":
+            whole = [per_arg[i] for i in self.whole_idx]
+            per_arg = [per_arg[i] for i in self.mixed_idx]
+            args = tuple(args[i] for i in self.mixed_idx)
+        else:
+            whole = []
+        try:
+            nested = jax.tree_util.tree_map(
+                lambda entry, sub: [entry] * len(jax.tree_util.tree_leaves(sub)),
+                (tuple(per_arg), per_kw),
+                (tuple(args), dict(kwargs)),
+                is_leaf=lambda x: x is None or isinstance(x, jax.sharding.Sharding),
+            )
+        except ValueError as exc:
+            raise SpecError(
+                f"in_shardings is not a prefix of the arguments of {self.spec.name}: "
+                f"{exc}"
+            ) from None
+        groups = jax.tree_util.tree_leaves(
+            nested, is_leaf=lambda x: isinstance(x, list)
+        )
+        return [*whole, *(s for group in groups for s in group)]
+
+    # ------------------------------------------------------------ jax call layout
+    def donate_argnums(self, split: Split, offset: int = 1) -> tuple[int, ...]:
+        """Positions of donated dynamic arguments in the call `(key, *dynamic)`."""
+        n_whole = len(self.whole_idx) if split.plan.layout == "fast" else 0
+        whole = [offset + j for j, k in enumerate(self.whole_kinds) if k is Kind.DONATE]
+        return (
+            *(whole if n_whole else ()),
+            *(offset + n_whole + d for d in split.donate),
+        )
+
+    def in_shardings_for(self, split: Split) -> tuple[Any, ...] | None:
+        shardings = split.plan.shardings
+        if shardings is None:
+            return None
+        n_whole = len(self.whole_idx) if split.plan.layout == "fast" else 0
+        return (
+            *shardings[:n_whole],
+            *(shardings[n_whole + i] for i in split.dynamic_idx),
+        )
+
+    def rebuild(
+        self, key: Key, dynamic: Sequence[Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The call's `(args, kwargs)` from its key and (traced) dynamic arguments."""
+        split = key_split(key)
+        plan = split.plan
+        static = key_static(key)
+        if plan.layout == "fast":
+            n = len(self.whole_idx)
+            mixed = jax.tree_util.tree_unflatten(
+                plan.treedef, split.merge(static, dynamic[n:])
+            )
+            if self.single_mixed:
+                mixed = (mixed,)
+            args: list[Any] = [None] * self.npos
+            for i, value in zip(self.whole_idx, dynamic[:n]):
+                args[i] = value
+            for i, value in zip(self.mixed_idx, mixed):
+                args[i] = value
+            return tuple(args), {}
+        tree = jax.tree_util.tree_unflatten(plan.treedef, split.merge(static, dynamic))
+        if plan.layout == "kwargs":
+            return tree[0], tree[1]
+        return tree, {}
+
+    def whole_values(self, key: Key, dynamic: Sequence[Any]) -> list[tuple[Param, Any]]:
+        if key_split(key).plan.layout != "fast":
+            return []
+        positional = self.spec.positional
+        return [(positional[i], v) for i, v in zip(self.whole_idx, dynamic)]
+
+    def check_traced(self, key: Key, dynamic: Sequence[Any]) -> None:
+        """Check whole-dynamic arguments against their annotations, while tracing."""
+        if not self.validate:
+            return
+        issues: list[Issue] = []
+        for param, value in self.whole_values(key, dynamic):
+            _, found, _ = walk_value(
+                value,
+                param.node,
+                path=param.name,
+                argument=param.name,
+                default="dynamic",
+                check=True,
+            )
+            issues.extend(found)
+        if issues:
+            raise ValidationError(issues, self.spec.name)
+
+    def describe(self, key: Key, dynamic: Sequence[Any]) -> dict[str, str]:
+        """`{leaf path: value or shape}` of one trace, to explain retraces."""
+        split = key_split(key)
+        described: dict[str, str] = {}
+        for param, value in self.whole_values(key, dynamic):
+            for path, leaf in jax.tree_util.tree_flatten_with_path(value)[0]:
+                described[param.name + keystr(path)] = _aval(leaf)
+        n = len(self.whole_idx) if split.plan.layout == "fast" else 0
+        for i, v in zip(split.static_idx, key_static(key)):
+            described[split.plan.infos[i].path] = f"{v!r} ({type(v).__name__})"
+        for i, v in zip(split.dynamic_idx, dynamic[n:]):
+            described[split.plan.infos[i].path] = _aval(v)
+        return described
+
+    # ------------------------------------------------------------------- errors
+    def diagnose(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> ValidationError | None:
+        """Find the leaves that made a call fail; `None` if they all look fine."""
+        issues: list[Issue] = []
+        if not kwargs and self.fast and len(args) == self.npos:
+            positional = self.spec.positional
+            for i in self.whole_idx:
+                param = positional[i]
+                for path, leaf in jax.tree_util.tree_flatten_with_path(args[i])[0]:
+                    where = param.name + keystr(path)
+                    if not is_array_like(leaf):
+                        issues.append(
+                            _traced_issue(
+                                param.name,
+                                where,
+                                leaf,
+                                "marker or flag on the whole argument",
+                            )
+                        )
+            leaves, treedef = _flatten(self.get_mixed(args))
+            plan = self._fast_plans.get(treedef)
+        else:
+            tree = (args, kwargs) if kwargs else args
+            leaves, treedef = _flatten(tree)
+            plan = (self._kw_plans if kwargs else self._plans).get(treedef)
+        if plan is not None:
+            found = self._diagnose_split(plan.fixed or plan.split(leaves), leaves)
+            if found is not None:
+                issues.extend(found.issues)
+        return ValidationError(issues, self.spec.name) if issues else None
+
+    def _diagnose_split(
+        self, split: Split, leaves: Sequence[Any]
+    ) -> ValidationError | None:
+        issues = []
+        for i in split.static_idx:
+            issue = _static_issue(split, i, leaves[i])
+            if issue is not None:
+                issues.append(issue)
+        for i in split.dynamic_idx:
+            info = split.plan.infos[i]
+            if not is_array_like(leaves[i]):
+                issues.append(
+                    _traced_issue(info.argument, info.path, leaves[i], info.source)
+                )
+        return ValidationError(issues, self.spec.name) if issues else None
+
+
+def _aval(value: Any) -> str:
+    dims = ",".join(str(d) for d in getattr(value, "shape", ()))
+    return f"{getattr(value, 'dtype', type(value).__name__)}[{dims}]"
+
+
+def _traced_issue(argument: str, path: str, leaf: Any, source: str) -> Issue:
+    return Issue(
+        f"argument {argument}, at {path}",
+        f"an array or Python scalar, since it is traced ({source})",
+        describe_value(leaf),
+        "mark it Static[...] (or static_flags=True) to hold it static",
+    )
+
+
+def _static_issue(split: Split, i: int, leaf: Any) -> Issue | None:
+    info = split.plan.infos[i]
+    loc = f"argument {info.argument}, at {info.path}"
+    if isinstance(leaf, jax.core.Tracer):
+        return Issue(
+            loc,
+            f"a static (hashable) value ({info.source})",
+            describe_value(leaf),
+            "a traced value reached a static leaf (this call is inside "
+            "jax.jit/vmap/grad of your code): mark it Dynamic[...] or pass "
+            "static_flags=False for it.",
+        )
+    try:
+        hash(leaf)
+    except TypeError:
+        hint = "mark it Dynamic[...] (or static_flags=False) to trace it"
+        if not is_array(leaf):
+            hint = "static leaves must be hashable: use a tuple or frozenset"
+        return Issue(
+            loc,
+            f"a hashable value, since it is static ({info.source})",
+            describe_value(leaf),
+            hint,
+        )
+    return None
