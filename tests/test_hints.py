@@ -201,7 +201,7 @@ def test_jaxtyping_pytree_and_arrays() -> None:
     def f(
         params: PyTree[Float[Array, "..."]],
         marked: Static[PyTree[int]],
-        x: Float[Array, "n"],  # noqa: F821 (a jaxtyping dimension, not a name)
+        x: Float[Array, "n"],
     ) -> None: ...
 
     got = resolve(f, {"a": A, "b": [A]}, {"k": 1}, A)

@@ -56,7 +56,7 @@ def test_nested_marker_inside_typeddict_names_the_field() -> None:
 
 
 def test_unresolvable_forward_reference() -> None:
-    def f(x: NoSuchType) -> None: ...  # type: ignore[name-defined]  # noqa: F821
+    def f(x: NoSuchType) -> None: ...  # type: ignore[name-defined]
 
     with pytest.raises(SpecError) as info:
         treespec.jit(f)

@@ -1,6 +1,7 @@
 """treespec: say in type hints which leaves of a pytree are static, and jit by it."""
 
 from ._api import explain, flag_tree, spec_of
+from ._checked import checked, validate
 from ._dataclass import dataclass
 from ._errors import SpecError, ValidationError
 from ._jit import Jitted, jit
@@ -16,6 +17,7 @@ __all__ = [
     "SpecError",
     "Static",
     "ValidationError",
+    "checked",
     "combine",
     "dataclass",
     "explain",
@@ -23,6 +25,7 @@ __all__ = [
     "jit",
     "partition",
     "spec_of",
+    "validate",
 ]
 
 __version__ = "0.1.0"

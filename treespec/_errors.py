@@ -6,7 +6,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Issue", "SpecError", "ValidationError", "describe_value"]
+__all__ = ["Issue", "SpecError", "ValidationError", "describe_value", "location"]
+
+#: The `argument` name under which a function's return value is checked.
+RETURN = "return"
+
+
+def location(argument: str, path: str) -> str:
+    """Where a leaf is: `argument cfg, at cfg['n']` or `the return value, at ...`."""
+    if argument == RETURN:
+        return f"the return value, at {path}"
+    return f"argument {argument}, at {path}"
 
 
 class SpecError(TypeError):
@@ -52,14 +62,18 @@ class ValidationError(TypeError):
         super().__init__("\n".join(lines))
 
 
-def describe_value(value: Any, limit: int = 40) -> str:
-    """A short description of a value for messages: `str '3'`, `float32[32,7]`."""
+def describe_value(value: Any, limit: int = 40, *, tracer_note: bool = False) -> str:
+    """A short description of a value for messages: `str '3'`, `float32[32,7]`.
+
+    Arrays and tracers read alike (a traced call sees only tracers); with
+    `tracer_note`, a tracer says so.
+    """
     shape = getattr(value, "shape", None)
     dtype = getattr(value, "dtype", None)
     if shape is not None and dtype is not None:
         dims = ",".join(str(d) for d in shape)
         kind = type(value).__name__
-        suffix = " (tracer)" if "Tracer" in kind else ""
+        suffix = " (tracer)" if tracer_note and "Tracer" in kind else ""
         return f"{dtype}[{dims}]{suffix}"
     text = repr(value)
     if len(text) > limit:

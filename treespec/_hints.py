@@ -32,10 +32,10 @@ from ._spec import (
 
 __all__ = ["derive_spec", "parse_annotation", "type_text"]
 
-_REQUIRED = {typing_extensions.Required, typing_extensions.NotRequired}
-_REQUIRED |= {
-    getattr(typing, n) for n in ("Required", "NotRequired") if hasattr(typing, n)
-}
+_NOT_REQUIRED = {typing_extensions.NotRequired}
+_NOT_REQUIRED |= {typing.NotRequired} if hasattr(typing, "NotRequired") else set()
+_REQUIRED = {typing_extensions.Required, *_NOT_REQUIRED}
+_REQUIRED |= {typing.Required} if hasattr(typing, "Required") else set()
 _READONLY = {m.ReadOnly for m in (typing, typing_extensions) if hasattr(m, "ReadOnly")}
 _UNION_TYPES: tuple[Any, ...] = (typing.Union, types.UnionType)
 
@@ -293,11 +293,20 @@ def _class_node(
     ctx.classes[key] = node
     name = cls.__qualname__
     if is_typeddict(cls):
-        required: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
+        required = set(getattr(cls, "__required_keys__", ()))
         hints = _class_hints(cls)
         for field, (ann, module) in hints.items():
+            where = f"{name}[{field!r}]"
+            evaluated = ctx.evaluate(ann, where, module)
+            # Python < 3.12 cannot see Required/NotRequired inside string hints
+            # (`from __future__ import annotations`); they are evaluated here.
+            qualifier = get_origin(evaluated)
+            if qualifier in _NOT_REQUIRED:
+                required.discard(field)
+            elif qualifier in _REQUIRED:
+                required.add(field)
             node.body.fields[field] = parse_annotation(
-                ann, ctx, f"{name}[{field!r}]", bindings, module
+                evaluated, ctx, where, bindings, module
             )
         node.body.required = frozenset(required)
         return node

@@ -16,13 +16,15 @@ import jax
 from typing_extensions import ParamSpec
 
 from ._api import _spec_for, caller_namespace
+from ._checked import validation_enabled
 from ._errors import Issue, SpecError, ValidationError
 from ._flags import Flags, normalize_flags
 from ._partition import combine
 from ._plan import Split, _check_default
 from ._rules import is_array
-from ._spec import Spec
+from ._spec import AnyNode, Spec
 from ._splitter import Key, Splitter, key_split
+from ._validate import check_call, return_pairs
 
 __all__ = ["Jitted", "jit"]
 
@@ -151,7 +153,7 @@ class Jitted(Generic[_P, _R]):
             self.__treespec_spec__,
             self._flags,
             default,
-            validate=validate and os.environ.get("TREESPEC_VALIDATE", "1") != "0",
+            validate=validate and validation_enabled(),
             signature=signature,
             in_shardings=in_shardings,
         )
@@ -204,11 +206,17 @@ class Jitted(Generic[_P, _R]):
 
     def _traced(self, key: Key, *dynamic: Any) -> Any:
         self.trace_count += 1
-        self._splitter.check_traced(key, dynamic)
+        checked = self._splitter.check_traced(key, dynamic)
         if self._explain:
             self._report_retrace(key, dynamic)
         args, kwargs = self._splitter.rebuild(key, dynamic)
-        out = split_output(self._fun(*args, **kwargs))
+        result = self._fun(*args, **kwargs)
+        if self._splitter.validate and not isinstance(self.spec.returns, AnyNode):
+            returned, issues = return_pairs(result, self.spec.returns)
+            issues += check_call(checked, returned)
+            if issues:
+                raise ValidationError(issues, self.spec.name)
+        out = split_output(result)
         if self._tree_out_shardings and type(out) is _WithStatic:
             raise SpecError(
                 f"{self.__treespec_spec__.name} returns non-array leaves, which "

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import jax
 from jax.tree_util import DictKey, GetAttrKey, SequenceKey, keystr
 
-from ._errors import Issue, SpecError, describe_value
+from ._errors import Issue, SpecError, describe_value, location
 from ._flags import FlagEntry, Flags, flag_child, flag_kind, key_name
 from ._hints import _Context, _is_class_backed, parse_annotation
 from ._markers import Marker
@@ -287,7 +287,7 @@ def _walk(
         wrong = _structure_issue(node, value)
         if wrong is not None:
             w.issues.append(
-                Issue(f"argument {argument}, at {path}", wrong, describe_value(value))
+                Issue(location(argument, path), wrong, describe_value(value))
             )
             node = AnyNode()
 
@@ -302,7 +302,7 @@ def _walk(
         for missing in sorted(node.body.required - present):
             w.issues.append(
                 Issue(
-                    f"argument {argument}, at {path}[{missing!r}]",
+                    location(argument, f"{path}[{missing!r}]"),
                     f"required key {missing!r} of {node.cls.__qualname__}",
                     "nothing (the key is missing)",
                 )
@@ -311,7 +311,7 @@ def _walk(
             if extra not in node.fields:
                 w.issues.append(
                     Issue(
-                        f"argument {argument}, at {path}[{extra!r}]",
+                        location(argument, f"{path}[{extra!r}]"),
                         f"one of the keys of {node.cls.__qualname__} "
                         f"({', '.join(map(repr, node.fields))})",
                         f"an unexpected key {extra!r}",
@@ -325,7 +325,7 @@ def _walk(
     ):
         w.issues.append(
             Issue(
-                f"argument {argument}, at {path}",
+                location(argument, path),
                 f"{node.text} (length {len(node.items)})",
                 f"{type(value).__name__} of length {len(names)}",
             )

@@ -18,12 +18,13 @@ from typing import Any
 import jax
 from jax.tree_util import keystr
 
-from ._errors import Issue, SpecError, ValidationError, describe_value
+from ._errors import Issue, SpecError, ValidationError, describe_value, location
 from ._flags import Flags, flag_kind
 from ._markers import Marker
 from ._plan import Kind, Plan, Split, _getter, build_plan, walk_value
 from ._rules import is_array, is_array_like
 from ._spec import AnyNode, Node, Param, PyTreeNode, Spec, _ClassBacked
+from ._validate import Pair, check_call, pairs_of
 
 __all__ = ["Key", "Splitter", "key_split", "key_static"]
 
@@ -292,13 +293,19 @@ class Splitter:
         positional = self.spec.positional
         return [(positional[i], v) for i, v in zip(self.whole_idx, dynamic)]
 
-    def check_traced(self, key: Key, dynamic: Sequence[Any]) -> None:
-        """Check whole-dynamic arguments against their annotations, while tracing."""
+    def check_traced(self, key: Key, dynamic: Sequence[Any]) -> list[Pair]:
+        """Validate one call while tracing; its leaves, for checking the return.
+
+        Runs once per compile-cache miss: the structure of whole-dynamic
+        arguments, every static leaf against its type (beartype), every traced
+        leaf's shape and dtype (jaxtyping), dimension names bound across all.
+        """
         if not self.validate:
-            return
+            return []
         issues: list[Issue] = []
+        pairs: list[Pair] = []
         for param, value in self.whole_values(key, dynamic):
-            _, found, _ = walk_value(
+            infos, found, _ = walk_value(
                 value,
                 param.node,
                 path=param.name,
@@ -307,8 +314,19 @@ class Splitter:
                 check=True,
             )
             issues.extend(found)
+            pairs.extend(pairs_of(infos, jax.tree_util.tree_leaves(value)))
+        split = key_split(key)
+        n = len(self.whole_idx) if split.plan.layout == "fast" else 0
+        leaves = split.merge(key_static(key), dynamic[n:])
+        pairs.extend(zip(split.plan.infos, split.kinds, leaves))
+        order = {p.name: i for i, p in enumerate(self.spec.params)}
+        pairs.sort(
+            key=lambda pair: order.get(pair[0].argument.split("[")[0], len(order))
+        )
+        issues.extend(check_call(pairs))
         if issues:
             raise ValidationError(issues, self.spec.name)
+        return pairs
 
     def describe(self, key: Key, dynamic: Sequence[Any]) -> dict[str, str]:
         """`{leaf path: value or shape}` of one trace, to explain retraces."""
@@ -381,7 +399,7 @@ def _aval(value: Any) -> str:
 
 def _traced_issue(argument: str, path: str, leaf: Any, source: str) -> Issue:
     return Issue(
-        f"argument {argument}, at {path}",
+        location(argument, path),
         f"an array or Python scalar, since it is traced ({source})",
         describe_value(leaf),
         "mark it Static[...] (or static_flags=True) to hold it static",
@@ -390,12 +408,12 @@ def _traced_issue(argument: str, path: str, leaf: Any, source: str) -> Issue:
 
 def _static_issue(split: Split, i: int, leaf: Any) -> Issue | None:
     info = split.plan.infos[i]
-    loc = f"argument {info.argument}, at {info.path}"
+    loc = location(info.argument, info.path)
     if isinstance(leaf, jax.core.Tracer):
         return Issue(
             loc,
             f"a static (hashable) value ({info.source})",
-            describe_value(leaf),
+            describe_value(leaf, tracer_note=True),
             "a traced value reached a static leaf (this call is inside "
             "jax.jit/vmap/grad of your code): mark it Dynamic[...] or pass "
             "static_flags=False for it.",

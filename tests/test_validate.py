@@ -1,0 +1,316 @@
+"""Runtime validation: what is checked, the message, and when it runs."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from functools import partial
+from typing import Any, Literal, NamedTuple, TypedDict
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jaxtyping import Array, Float, Int, PyTree
+from typing_extensions import NotRequired
+
+import treespec
+from treespec import Dynamic, Static, ValidationError
+
+
+class Config(TypedDict):
+    n_layers: Static[int]
+    activation: Static[Literal["relu", "gelu"]]
+    scale: Dynamic[float]
+    note: NotRequired[Static[str]]
+
+
+class Mode(enum.Enum):
+    TRAIN = "train"
+    EVAL = "eval"
+
+
+GOOD = {"n_layers": 2, "activation": "relu", "scale": 0.5}
+
+
+def _messages(call: Callable[[], Any]) -> list[str]:
+    with pytest.raises(ValidationError) as info:
+        call()
+    return [issue.format() for issue in info.value.issues]
+
+
+@treespec.jit
+def step(
+    x: Float[Array, "b n"], w: Float[Array, "n m"], cfg: Config
+) -> Float[Array, "b m"]:
+    return (x @ w) * cfg["scale"]
+
+
+X, W = jnp.ones((32, 7)), jnp.ones((7, 4))
+
+
+def test_conforming_call_passes() -> None:
+    assert step(X, W, GOOD).shape == (32, 4)
+    assert step(X, W, {**GOOD, "note": "n"}).shape == (32, 4)
+
+
+def test_static_leaves_against_their_types() -> None:
+    msgs = _messages(
+        lambda: step(X, W, {**GOOD, "n_layers": "3", "activation": "tanh"})
+    )
+    assert msgs == [
+        "argument cfg, at cfg['activation']: expected Static[Literal['relu', 'gelu']], "
+        "got str 'tanh'",
+        "argument cfg, at cfg['n_layers']: expected Static[int], got str '3'",
+    ]
+
+
+def test_enums_and_callables() -> None:
+    @treespec.jit
+    def f(
+        x: jax.Array, mode: Static[Mode], act: Static[Callable[[jax.Array], jax.Array]]
+    ) -> Any:
+        return act(x) if mode is Mode.TRAIN else x
+
+    np.testing.assert_allclose(f(jnp.zeros(2), Mode.TRAIN, jnp.cos), 1.0)
+    msgs = _messages(lambda: f(jnp.zeros(2), "train", 3))
+    assert any("at mode: expected Static[Mode], got str 'train'" in m for m in msgs)
+    assert any(
+        "at act: expected Static[Callable" in m and "got int 3" in m for m in msgs
+    )
+
+
+def test_dims_bound_across_arguments_name_who_bound_them() -> None:
+    (msg,) = _messages(lambda: step(X, jnp.ones((8, 4)), GOOD))
+    assert msg == (
+        "argument w, at w: expected Float[Array, 'n m'] with n=7 bound by x, "
+        "got float32[8,4]"
+    )
+
+
+def test_dtype_mismatch() -> None:
+    (msg,) = _messages(lambda: step(X.astype(jnp.int32), W, GOOD))
+    assert msg == "argument x, at x: expected Float[Array, 'b n'], got int32[32,7]"
+
+
+def test_return_value_is_checked_with_the_same_dims() -> None:
+    @treespec.jit
+    def bad(x: Float[Array, "b n"], w: Float[Array, "n m"]) -> Float[Array, "b m"]:
+        return (x @ w).T
+
+    (msg,) = _messages(lambda: bad(X, W))
+    assert msg.startswith(
+        "the return value, at return: expected Float[Array, 'b m'] with "
+    )
+    assert "b=32 bound by x" in msg and "m=4 bound by w" in msg
+    assert msg.endswith("got float32[4,32]")
+
+
+def test_variadic_fixed_and_broadcast_dims() -> None:
+    @treespec.checked
+    def f(
+        x: Float[Array, "*batch 3"],
+        y: Float[Array, "*batch #c"],
+        z: Float[Array, "... c"],
+    ) -> None:
+        return None
+
+    f(jnp.ones((2, 5, 3)), jnp.ones((2, 5, 1)), jnp.ones((9, 1)))
+    f(jnp.ones((2, 5, 3)), jnp.ones((2, 5, 4)), jnp.ones((4,)))
+    msgs = _messages(lambda: f(jnp.ones((2, 5, 4)), jnp.ones((2, 6, 1)), jnp.ones(1)))
+    assert msgs[0].startswith("argument x, at x: expected Float[Array, '*batch 3']")
+    (msg,) = _messages(lambda: f(jnp.ones((2, 3)), jnp.ones((4, 1)), jnp.ones(1)))
+    assert msg.startswith("argument y, at y: expected Float[Array, '*batch #c']")
+
+
+def test_pytree_of_arrays() -> None:
+    @treespec.checked
+    def f(params: PyTree[Float[Array, "n"]]) -> None:
+        return None
+
+    f({"a": jnp.ones(3), "b": [jnp.ones(3)]})
+    (msg,) = _messages(lambda: f({"a": jnp.ones(3), "b": [jnp.ones(4)]}))
+    assert msg.startswith(
+        "argument params, at params['b'][0]: expected Float[Array, 'n'] with n=3"
+    )
+
+
+def test_structure_problems_all_reported_together() -> None:
+    class Pair(NamedTuple):
+        a: Dynamic[jax.Array]
+        b: Static[int]
+
+    @treespec.jit
+    def f(cfg: Config, pair: Pair, t: tuple[jax.Array, jax.Array]) -> Any:
+        return t[0]
+
+    msgs = _messages(
+        lambda: f(
+            {"n_layers": 1, "scale": 1.0, "bogus": 2}, (jnp.ones(1), 2), (jnp.ones(1),)
+        )
+    )
+    assert len(msgs) == 4
+    assert "at cfg['activation']: expected required key 'activation'" in msgs[0]
+    assert "at cfg['bogus']" in msgs[1] and "unexpected key 'bogus'" in msgs[1]
+    assert "at pair: expected Pair, got tuple" in msgs[2]
+    assert (
+        "at t: expected tuple[Array, Array] (length 2), got tuple of length 1"
+        in msgs[3]
+    )
+
+
+def test_total_false_allows_missing_keys() -> None:
+    class Opt(TypedDict, total=False):
+        lr: Dynamic[float]
+        steps: Static[int]
+
+    assert treespec.validate({"steps": 3}, Opt) == {"steps": 3}
+
+
+def test_scalar_annotations_accept_what_stands_for_them() -> None:
+    @treespec.checked
+    def f(
+        a: Dynamic[float], b: Dynamic[int], c: Dynamic[bool], d: Dynamic[complex]
+    ) -> None:
+        return None
+
+    f(1.0, 2, True, 1j)
+    f(np.float32(1), np.int64(2), np.bool_(True), 1.0)
+    f(jnp.float32(1), jnp.array(2), jnp.array(True), jnp.complex64(1))
+    f(1, True, True, 2)  # the numeric tower: int is a float, bool an int
+    jax.jit(f)(1.0, 2, True, 1j)  # tracers, judged by dtype and shape
+    msgs = _messages(lambda: f(jnp.ones(2), 2.5, 1, "x"))
+    assert msgs[0].startswith(
+        "argument a, at a: expected Dynamic[float] (a Python scalar"
+    )
+    assert msgs[0].endswith("got float32[2]")
+    assert "at b: expected Dynamic[int]" in msgs[1]
+    assert "at c: expected Dynamic[bool]" in msgs[2]
+    assert "at d: expected Dynamic[complex]" in msgs[3]
+
+
+def test_checked_inside_scan_vmap_and_jit() -> None:
+    @treespec.checked
+    def body(c: Float[Array, "n"], x: Float[Array, "n"]) -> Float[Array, "n"]:
+        return c + x
+
+    xs = jnp.ones((5, 3))
+    final, _ = jax.lax.scan(lambda c, x: (body(c, x), None), jnp.zeros(3), xs)
+    np.testing.assert_allclose(final, 5.0)
+    np.testing.assert_allclose(jax.vmap(body)(xs, xs), 2.0)
+    with pytest.raises(
+        ValidationError, match="with n=3 bound by c, got float32\\[4\\]"
+    ):
+        jax.jit(body)(jnp.ones(3), jnp.ones(4))
+
+
+def test_decorator_order_does_not_matter() -> None:
+    def f(x: Float[Array, "n"], k: Static[int]) -> Float[Array, "n"]:
+        return x * k
+
+    for g in (treespec.checked(treespec.jit(f)), treespec.jit(treespec.checked(f))):
+        np.testing.assert_allclose(g(jnp.ones(3), 2), 2.0)
+        with pytest.raises(
+            ValidationError, match=r"at k: expected Static\[int\], got str"
+        ):
+            g(jnp.ones(3), "2")
+        with pytest.raises(
+            ValidationError, match=r"at x: expected Float\[Array, 'n'\]"
+        ):
+            g(jnp.ones((3, 3)), 2)
+
+
+def test_validate_function() -> None:
+    value = {"n": 3, "x": jnp.ones((2, 2))}
+    assert treespec.validate(value, dict[str, Any]) is value
+    with pytest.raises(ValidationError) as info:
+        treespec.validate({"n": "3", "m": 4.5}, dict[str, Static[int]])
+    assert [i.loc for i in info.value.issues] == [
+        "argument value, at value['m']",
+        "argument value, at value['n']",
+    ]
+    treespec.validate(
+        (jnp.ones((2, 3)), jnp.ones((3, 4))),
+        tuple[Float[Array, "b n"], Float[Array, "n m"]],
+    )
+    with pytest.raises(ValidationError, match="n=3 bound by value\\[0\\]"):
+        treespec.validate(
+            (jnp.ones((2, 3)), jnp.ones((4, 4))),
+            tuple[Float[Array, "b n"], Float[Array, "n m"]],
+        )
+
+
+def test_message_anatomy() -> None:
+    with pytest.raises(ValidationError) as info:
+        step(X, W, {**GOOD, "n_layers": "3"})
+    err = info.value
+    assert isinstance(err, TypeError)
+    assert str(err).splitlines()[0].endswith("step: 1 invalid argument")
+    (issue,) = err.issues
+    assert (issue.loc, issue.expected, issue.got) == (
+        "argument cfg, at cfg['n_layers']",
+        "Static[int]",
+        "str '3'",
+    )
+    assert err.__suppress_context__ or err.__cause__ is None
+
+
+def test_validation_runs_once_per_cache_miss(monkeypatch: pytest.MonkeyPatch) -> None:
+    import treespec._splitter as splitter
+
+    calls = []
+    original = splitter.check_call
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(splitter, "check_call", counting)
+
+    @treespec.jit
+    def f(x: Float[Array, "n"], cfg: Config) -> jax.Array:
+        return x * cfg["scale"]
+
+    for scale in (0.1, 0.2, 0.3):
+        f(jnp.ones(3), {**GOOD, "scale": scale})
+    assert len(calls) == 1
+    f(jnp.ones(4), GOOD)  # new shape: new trace, checked again
+    f(jnp.ones(4), {**GOOD, "n_layers": 5})  # new static value: checked again
+    assert len(calls) == 3
+
+
+def test_switches(monkeypatch: pytest.MonkeyPatch) -> None:
+    @partial(treespec.jit, validate=False)
+    def loose(x: Float[Array, "n"], k: Static[int]) -> Any:
+        return x
+
+    loose(jnp.ones((2, 2)), "not an int")
+
+    monkeypatch.setenv("TREESPEC_VALIDATE", "0")
+
+    @treespec.jit
+    def off(x: Float[Array, "n"]) -> Any:
+        return x
+
+    off(jnp.ones((2, 2)))
+    treespec.validate("text", Static[int])
+
+    @treespec.checked
+    def plain(x: Static[int]) -> int:
+        return x
+
+    assert plain("s") == "s"  # type: ignore[arg-type]
+
+
+def test_jaxtyping_config_is_respected(monkeypatch: pytest.MonkeyPatch) -> None:
+    import jaxtyping
+
+    monkeypatch.setattr(jaxtyping.config, "jaxtyping_disable", True)
+
+    @treespec.checked
+    def f(x: Int[Array, "n"], k: Static[int]) -> None:
+        return None
+
+    f(jnp.ones((2, 2)), 1)  # shapes and dtypes: jaxtyping is off
+    with pytest.raises(ValidationError):
+        f(jnp.ones(2), "1")  # static types are treespec's own

@@ -1,0 +1,157 @@
+"""Validation without compiling: `validate(value, annotation)` and `@checked`."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import jax
+from typing_extensions import ParamSpec
+
+from ._api import _spec_for, caller_namespace
+from ._errors import ValidationError
+from ._flags import Flags
+from ._hints import _Context, parse_annotation
+from ._plan import Plan, build_plan, walk_value
+from ._spec import AnyNode
+from ._validate import check_call, pairs_of, return_pairs
+
+__all__ = ["checked", "validate", "validation_enabled"]
+
+_T = TypeVar("_T")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def validation_enabled() -> bool:
+    """False when `TREESPEC_VALIDATE=0` turns validation off process-wide."""
+    return os.environ.get("TREESPEC_VALIDATE", "1") != "0"
+
+
+def validate(value: _T, annotation: Any) -> _T:
+    """Check `value` against `annotation` as a validated transform would.
+
+    **Arguments:**
+
+    - `value`: any pytree.
+    - `annotation`: its annotation, markers included (`Config`,
+      `Dynamic[Float[Array, "b n"]]`, `dict[str, Static[int]]`).
+
+    **Returns:**
+
+    `value` itself, when it conforms.
+
+    **Raises:**
+
+    `ValidationError` listing every problem: structure (missing or unexpected
+    `TypedDict` keys, wrong containers, tuple lengths), static leaves against
+    their types (beartype), array leaves' shapes and dtypes (jaxtyping, with
+    dimension names bound across the whole value).
+
+    !!! example
+
+        ```python
+        import jax.numpy as jnp
+        import treespec
+        from jaxtyping import Array, Float
+        from treespec import Static
+
+        treespec.validate({"n": 3}, dict[str, Static[int]])
+        treespec.validate(
+            (jnp.ones((2, 3)), jnp.ones((3, 4))),
+            tuple[Float[Array, "b n"], Float[Array, "n m"]],
+        )
+        try:
+            treespec.validate({"n": "3"}, dict[str, Static[int]])
+        except treespec.ValidationError as e:
+            print(e)
+        ```
+    """
+    if not validation_enabled():
+        return value
+    node = parse_annotation(annotation, _Context({}, caller_namespace(1)), "value")
+    infos, issues, _ = walk_value(
+        value, node, path="value", argument="value", default="infer", check=True
+    )
+    issues += check_call(pairs_of(infos, jax.tree_util.tree_leaves(value)))
+    if issues:
+        raise ValidationError(issues, "validate")
+    return value
+
+
+def checked(fun: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Validate a plain function's arguments and return value on every call.
+
+    The same checks and messages as a validated `treespec.jit`, for code that is
+    not compiled. Decorator order with treespec transforms does not matter:
+    inside a trace, traced values are judged by their shapes and dtypes.
+
+    **Arguments:**
+
+    - `fun`: the function; its annotations say what to check.
+
+    **Returns:**
+
+    A wrapper with `fun`'s signature that raises `ValidationError` on a bad call
+    or a bad return value.
+
+    !!! example
+
+        ```python
+        import jax.numpy as jnp
+        import treespec
+        from jaxtyping import Array, Float
+
+        @treespec.checked
+        def matmul(
+            x: Float[Array, "b n"], w: Float[Array, "n m"]
+        ) -> Float[Array, "b m"]:
+            return x @ w
+
+        matmul(jnp.ones((2, 3)), jnp.ones((3, 4)))
+        try:
+            matmul(jnp.ones((2, 3)), jnp.ones((4, 4)))
+        except treespec.ValidationError as e:
+            print(e)
+        ```
+    """
+    spec = _spec_for(fun, caller_namespace(1))
+    signature = inspect.signature(fun)
+    plans: dict[Any, Plan] = {}
+    lock = threading.Lock()
+
+    def plan_for(args: Any, kwargs: Any, treedef: Any) -> Plan:
+        plan = plans.get(treedef)
+        if plan is None:
+            plan, issues = build_plan(
+                spec, Flags(), "infer", args, kwargs, treedef, signature=signature
+            )
+            if issues:
+                raise ValidationError(issues, spec.name)
+            with lock:
+                plans[treedef] = plan
+        return plan
+
+    @functools.wraps(fun)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if not validation_enabled():
+            return fun(*args, **kwargs)
+        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
+        arguments = pairs_of(plan_for(args, kwargs, treedef).infos, leaves)
+        issues = check_call(arguments)
+        if issues:
+            raise ValidationError(issues, spec.name)
+        result = fun(*args, **kwargs)
+        if not isinstance(spec.returns, AnyNode):
+            returned, issues = return_pairs(result, spec.returns)
+            issues += check_call(arguments, returned)
+            if issues:
+                raise ValidationError(issues, spec.name)
+        return result
+
+    wrapper.__treespec_spec__ = spec  # type: ignore[attr-defined]
+    return wrapper

@@ -1,0 +1,220 @@
+"""Leaf checks: static leaves with beartype, array leaves with jaxtyping.
+
+The verdicts are beartype's and jaxtyping's; this module only decides which one
+applies to a leaf, judges tracers by what they stand for, binds jaxtyping
+dimension names across every argument of one call and its return value, and
+turns a failure into an `Issue` (where, expected, got, hint).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from beartype.door import is_bearable
+
+from ._errors import Issue, describe_value, location
+from ._hints import _is_jaxtyping_array
+from ._plan import Kind, LeafInfo
+from ._rules import is_array
+from ._spec import AnyNode, LeafNode, Node, NoneNode, UnionNode
+
+__all__ = [
+    "Bindings",
+    "check_call",
+    "check_leaves",
+    "jaxtyping_context",
+    "pairs_of",
+    "return_pairs",
+]
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+#: For a Python scalar annotation on a traced leaf: the dtype kinds it stands for
+#: (the numeric tower: an int is a fine float, a bool a fine int).
+_SCALAR_KINDS = {bool: "b", int: "biu", float: "biuf", complex: "biufc"}
+_PY_KIND = {bool: "b", int: "i", float: "f", complex: "c"}
+
+
+@dataclasses.dataclass
+class Bindings:
+    """Dimension sizes bound so far in one call, and the leaf that bound each."""
+
+    sizes: dict[str, tuple[int, str]] = dataclasses.field(default_factory=dict)
+
+    def record(self, annotation: Any, shape: Sequence[int], path: str) -> None:
+        """Remember the plain named dims of an annotation that just matched."""
+        tokens = str(getattr(annotation, "dim_str", "")).split()
+        variadic = [i for i, t in enumerate(tokens) if t == "..." or t.startswith("*")]
+        if variadic:
+            cut = variadic[0]
+            pairs = list(zip(tokens[:cut], shape))
+            tail = tokens[cut + 1 :]
+            pairs += list(zip(tail, shape[len(shape) - len(tail) :])) if tail else []
+        else:
+            pairs = list(zip(tokens, shape))
+        for token, size in pairs:
+            name = token.lstrip("#")
+            if _NAME.match(name) and not (token.startswith("#") and size == 1):
+                self.sizes.setdefault(name, (int(size), path))
+
+    def explain(self, annotation: Any) -> str:
+        """`b=32 bound by x, n=7 bound by w`: the dims of `annotation` bound so far."""
+        names = [
+            t.lstrip("#*") for t in str(getattr(annotation, "dim_str", "")).split()
+        ]
+        bound = [
+            f"{n}={self.sizes[n][0]} bound by {self.sizes[n][1]}"
+            for n in dict.fromkeys(names)
+            if n in self.sizes
+        ]
+        return ", ".join(bound)
+
+
+@contextlib.contextmanager
+def jaxtyping_context() -> Iterator[None]:
+    """One jaxtyping memo for all the array checks of one call."""
+    import jaxtyping
+
+    with jaxtyping.jaxtyped("context"):
+        yield
+
+
+def _jaxtyping_disabled() -> bool:
+    import jaxtyping
+
+    return bool(getattr(jaxtyping.config, "jaxtyping_disable", False))
+
+
+def _for_value(annotation: Any, value: Any) -> Any:
+    """A jaxtyping type over `jax.Array` when the value is one (e.g. a tracer)."""
+    array_type = getattr(annotation, "array_type", None)
+    if isinstance(value, jax.Array) and array_type not in (None, jax.Array, Any):
+        return annotation.dtype[jax.Array, annotation.dim_str]
+    return annotation
+
+
+def _text(node: Node, kind: Kind) -> str:
+    text = node.text or "Any"
+    if node.marker is None or not text.startswith(node.marker.title):
+        text += f" ({kind.value})"
+    return text
+
+
+def _check_array(
+    node: LeafNode, value: Any, path: str, bindings: Bindings
+) -> tuple[bool, str]:
+    """(ok, expected) for a dynamic leaf against an array or scalar annotation."""
+    annotation = node.annotation
+    if _is_jaxtyping_array(annotation):
+        if _jaxtyping_disabled():
+            return True, ""
+        if not hasattr(value, "shape"):
+            value = np.asarray(value)
+        hint = _for_value(annotation, value)
+        expected = node.text
+        already = bindings.explain(annotation)
+        if already:
+            expected += f" with {already}"
+        if isinstance(value, hint):
+            bindings.record(annotation, value.shape, path)
+            return True, expected
+        return False, expected
+    if node.is_array:
+        return is_array(value), node.text
+    if annotation in _SCALAR_KINDS:
+        allowed = _SCALAR_KINDS[annotation]
+        expected = f"{node.text} (a Python scalar or 0-d array of that kind)"
+        if type(value) in _PY_KIND:
+            return _PY_KIND[type(value)] in allowed, expected
+        dtype = getattr(value, "dtype", None)
+        if dtype is None or getattr(value, "shape", None) != ():
+            return False, expected
+        return np.dtype(dtype).kind in allowed, expected
+    if is_array(value):
+        return isinstance(value, annotation) if isinstance(
+            annotation, type
+        ) else True, node.text
+    return is_bearable(value, annotation), node.text
+
+
+def _leaf_ok(
+    node: Node, kind: Kind, value: Any, path: str, bindings: Bindings
+) -> tuple[bool, str]:
+    if isinstance(node, UnionNode):
+        texts = []
+        for member in node.members:
+            if isinstance(member, NoneNode):
+                continue
+            ok, text = _leaf_ok(member, kind, value, path, bindings)
+            if ok:
+                return True, text
+            texts.append(text)
+        return False, " | ".join(texts) or node.text
+    if isinstance(node, AnyNode) or not isinstance(node, LeafNode):
+        return True, ""
+    if kind is Kind.STATIC:
+        annotation = node.annotation
+        try:
+            return is_bearable(value, annotation), _text(node, kind)
+        except Exception:  # beartype cannot check this hint: nothing to say
+            return True, ""
+    return _check_array(node, value, path, bindings)
+
+
+def check_leaves(
+    pairs: Sequence[tuple[LeafInfo, Kind, Any]], bindings: Bindings | None = None
+) -> list[Issue]:
+    """Check each (leaf info, resolved kind, value); all problems, in order."""
+    bindings = bindings if bindings is not None else Bindings()
+    issues = []
+    for info, kind, value in pairs:
+        ok, expected = _leaf_ok(info.node, kind, value, info.path, bindings)
+        if ok:
+            continue
+        issues.append(
+            Issue(
+                location(info.argument, info.path),
+                expected,
+                describe_value(value),
+            )
+        )
+    return issues
+
+
+Pair = tuple[LeafInfo, Kind, Any]
+
+
+def pairs_of(infos: Sequence[LeafInfo], leaves: Sequence[Any]) -> list[Pair]:
+    """Each leaf with its info and its resolved kind."""
+    return [(info, info.resolve(leaf), leaf) for info, leaf in zip(infos, leaves)]
+
+
+def check_call(arguments: Sequence[Pair], returned: Sequence[Pair] = ()) -> list[Issue]:
+    """Check a call's leaves, then its return's, with dimension names shared.
+
+    When `returned` is given, the arguments are checked again first (silently:
+    they passed already) so that their dimension sizes are bound for the return.
+    """
+    bindings = Bindings()
+    with jaxtyping_context():
+        issues = check_leaves(arguments, bindings)
+        if returned:
+            issues = check_leaves(returned, bindings)
+    return issues
+
+
+def return_pairs(value: Any, node: Node) -> tuple[list[Pair], list[Issue]]:
+    """The return value's leaves against the return annotation, and its shape issues."""
+    from ._errors import RETURN
+    from ._plan import walk_value
+
+    infos, issues, _ = walk_value(
+        value, node, path=RETURN, argument=RETURN, default="infer", check=True
+    )
+    return pairs_of(infos, jax.tree_util.tree_leaves(value)), issues
