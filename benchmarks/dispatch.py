@@ -16,7 +16,6 @@ and the ratios the jit issue targets:
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import time
 from collections.abc import Callable
@@ -25,30 +24,10 @@ from typing import Any, NamedTuple, TypedDict
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from _timing import compare, machine, table
 
 import treespec
 from treespec import Dynamic, Static
-
-
-def compare(
-    contenders: dict[str, Callable[[], Any]], *, number: int, repeat: int
-) -> dict[str, float]:
-    """Median seconds per call of each contender.
-
-    The contenders are timed in turns (one block of `number` calls each, `repeat`
-    rounds), so a slow spell of the machine hits all of them alike.
-    """
-    for call in contenders.values():
-        jax.block_until_ready(call())
-    samples: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(repeat):
-        for name, call in contenders.items():
-            start = time.perf_counter()
-            for _ in range(number):
-                call()
-            samples[name].append((time.perf_counter() - start) / number)
-            jax.block_until_ready(call())
-    return {name: statistics.median(v) for name, v in samples.items()}
 
 
 class ConfigNT(NamedTuple):
@@ -182,27 +161,14 @@ def first_call(repeat: int) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def table(title: str, times: dict[str, float], base: str = "jax.jit") -> str:
-    lines = [f"### {title}", "", "| contender | median per call | / jax.jit |"]
-    lines.append("| --- | --- | --- |")
-    for name, t in times.items():
-        lines.append(f"| {name} | {t * 1e6:.1f} us | {t / times[base]:.2f} |")
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer samples")
     opts = parser.parse_args()
     number, repeat = (200, 5) if opts.quick else (2000, 15)
-    print(
-        f"# treespec dispatch benchmark\n\nmachine: {platform.platform()}, "
-        f"{platform.processor() or platform.machine()}, python "
-        f"{platform.python_version()}, jax {jax.__version__}, "
-        f"equinox {eqx.__version__}, backend {jax.default_backend()}\n"
-    )
+    print(f"# treespec dispatch benchmark\n\n{machine()}\n")
     s1 = scenario_s1(number, repeat)
-    print(table("S1: config + params", s1), "\n")
+    print(table("S1: config + params", s1, "jax.jit"), "\n")
     ratios = {
         "S1 treespec.jit (hints) / jax.jit": s1["treespec.jit (hints)"] / s1["jax.jit"],
         "S1 treespec.jit (static_flags) / jax.jit": s1["treespec.jit (static_flags)"]
@@ -212,16 +178,19 @@ def main() -> None:
     }
     for n in (10, 100, 1000):
         s2 = scenario_s2(n, max(20, number // max(1, n // 10)), repeat)
-        print(table(f"S2: {n} dynamic leaves + {max(1, n // 10)} static", s2), "\n")
+        print(
+            table(f"S2: {n} dynamic leaves + {max(1, n // 10)} static", s2, "jax.jit"),
+            "\n",
+        )
         if n == 1000:
             ratios["S2 (1000 leaves) treespec.jit / jax.jit"] = (
                 s2["treespec.jit (static_flags)"] / s2["jax.jit"]
             )
     s3 = scenario_s3(200, max(3, repeat // 3))
-    print(table("S3: chain of 200 matmul steps (per step)", s3), "\n")
+    print(table("S3: chain of 200 matmul steps (per step)", s3, "jax.jit"), "\n")
     ratios["S3 treespec.jit / jax.jit"] = s3["treespec.jit"] / s3["jax.jit"]
     fc = first_call(max(3, repeat // 3))
-    print(table("First call (trace + compile)", fc), "\n")
+    print(table("First call (trace + compile)", fc, "jax.jit"), "\n")
     ratios["first call treespec.jit / jax.jit"] = fc["treespec.jit"] / fc["jax.jit"]
     print("### Ratios\n\n| ratio | value |\n| --- | --- |")
     for name, value in ratios.items():
