@@ -2,29 +2,26 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
 import logging
 import os
-import re
 import threading
-import types
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 import jax
 from typing_extensions import ParamSpec
 
-from ._api import _spec_for, caller_namespace
-from ._checked import validation_enabled
+from ._api import caller_namespace
 from ._errors import Issue, SpecError, ValidationError
-from ._flags import Flags, normalize_flags
-from ._partition import combine
-from ._plan import Split, _check_default
-from ._rules import is_array
-from ._spec import AnyNode, Spec
+from ._plan import Split
+from ._retrace import describe_retrace
 from ._splitter import Key, Splitter, key_split
-from ._validate import check_call, return_pairs
+from ._transform import (
+    Transformed,
+    join_output,
+    no_tree_for_static_outputs,
+    split_output,
+)
 
 __all__ = ["Jitted", "jit"]
 
@@ -41,74 +38,10 @@ _FORBIDDEN = {
 }
 
 
-class _WithStatic:
-    """An output with non-array leaves: the arrays are children, the rest aux data."""
-
-    __slots__ = ("dynamic", "static")
-
-    def __init__(self, dynamic: Any, static: Any) -> None:
-        self.dynamic = dynamic
-        self.static = static
-
-
-jax.tree_util.register_pytree_node(
-    _WithStatic,
-    lambda w: ((w.dynamic,), w.static),
-    lambda static, children: _WithStatic(children[0], static),
-)
-
-
-def split_output(out: Any) -> Any:
-    """Arrays stay in the traced output; everything else rides in aux data."""
-    leaves, treedef = jax.tree_util.tree_flatten(out)
-    mask = [is_array(leaf) for leaf in leaves]
-    if all(mask):
-        return out
-    dynamic = [leaf if m else None for leaf, m in zip(leaves, mask)]
-    static = [None if m else leaf for leaf, m in zip(leaves, mask)]
-    return _WithStatic(
-        jax.tree_util.tree_unflatten(treedef, dynamic),
-        jax.tree_util.tree_unflatten(treedef, static),
-    )
-
-
-def join_output(out: Any) -> Any:
-    """Undo `split_output` on the result of a compiled call."""
-    if type(out) is _WithStatic:
-        return combine(out.dynamic, out.static)
-    return out
-
-
-_TOKEN = re.compile(r"\[[^\]]*\]|\.\w+|^[^\[.]+")
-
-
-def _common_prefix(paths: list[str]) -> str:
-    """The deepest key path that every one of `paths` starts with."""
-    split = [_TOKEN.findall(p) for p in paths]
-    common: list[str] = []
-    for tokens in zip(*split):
-        if any(t != tokens[0] for t in tokens):
-            break
-        common.append(tokens[0])
-    return "".join(common) or "the top level"
-
-
-def describe_retrace(old: dict[str, str], new: dict[str, str]) -> list[str]:
-    """What changed between two traces, one phrase per changed leaf."""
-    changes = []
-    if old.keys() != new.keys():
-        moved = sorted(set(old) ^ set(new))
-        changes.append(f"structure changed at {_common_prefix(moved)}")
-    for path in new:
-        if path in old and old[path] != new[path]:
-            changes.append(f"{path}: {old[path]} -> {new[path]}")
-    return changes or ["no leaf changed (a new jax.jit cache entry was needed)"]
-
-
-class Jitted(Generic[_P, _R]):
+class Jitted(Transformed[_P, _R]):
     """A function compiled by `treespec.jit`. Call it like the original."""
 
-    __treespec_spec__: Spec
+    _name = "jit"
 
     def __init__(
         self,
@@ -127,17 +60,18 @@ class Jitted(Generic[_P, _R]):
                     f"treespec.jit does not take {name}: {fix}. treespec decides "
                     "per leaf, not per argument."
                 )
-        _check_default(default)
-        functools.update_wrapper(self, fun)
-        self._fun = fun
-        self.__treespec_spec__ = _spec_for(fun, localns)
-        self._flags: Flags = normalize_flags(static_flags, self.__treespec_spec__)
-        self._default = default
-        self._validate = validate and os.environ.get("TREESPEC_VALIDATE", "1") != "0"
+        kwargs = dict(jax_kwargs)
+        super().__init__(
+            fun,
+            static_flags=static_flags,
+            default=default,
+            validate=validate,
+            localns=localns,
+            allow_whole=True,
+            in_shardings=kwargs.pop("in_shardings", None),
+        )
         env = os.environ.get("TREESPEC_EXPLAIN_RECOMPILES", "0") not in ("", "0")
         self._explain = explain_recompiles or env
-        kwargs = dict(jax_kwargs)
-        in_shardings = kwargs.pop("in_shardings", None)
         # A single sharding also covers the aux-only node of non-array outputs;
         # a tree of shardings must match the output exactly (checked at trace).
         out_shardings = kwargs.get("out_shardings")
@@ -145,28 +79,11 @@ class Jitted(Generic[_P, _R]):
             out_shardings, jax.sharding.Sharding
         )
         self._jax_kwargs = kwargs
-        try:
-            signature: inspect.Signature | None = inspect.signature(fun)
-        except (TypeError, ValueError):
-            signature = None
-        self._splitter = Splitter(
-            self.__treespec_spec__,
-            self._flags,
-            default,
-            validate=validate and validation_enabled(),
-            signature=signature,
-            in_shardings=in_shardings,
-        )
         self._split_call = self._splitter.split_call
         self._lock = threading.RLock()
         self._compiled: dict[tuple[Any, ...], Callable[..., Any]] = {}
         self._last_trace: dict[str, str] | None = None
         self.trace_count = 0
-
-    @property
-    def spec(self) -> Spec:
-        """The `Spec` derived from the wrapped function's annotations."""
-        return self.__treespec_spec__
 
     def clear_cache(self) -> None:
         """Drop every plan, key and compiled executable of this function."""
@@ -178,11 +95,6 @@ class Jitted(Generic[_P, _R]):
             self._splitter.clear()
             self._compiled.clear()
             self._last_trace = None
-
-    def __get__(self, instance: Any, owner: type | None = None) -> Any:
-        if instance is None:
-            return self
-        return types.MethodType(self, instance)
 
     # ----------------------------------------------------------------- slow path
     def _caller(self, split: Split) -> Callable[..., Any]:
@@ -206,23 +118,11 @@ class Jitted(Generic[_P, _R]):
 
     def _traced(self, key: Key, *dynamic: Any) -> Any:
         self.trace_count += 1
-        checked = self._splitter.check_traced(key, dynamic)
         if self._explain:
             self._report_retrace(key, dynamic)
-        args, kwargs = self._splitter.rebuild(key, dynamic)
-        result = self._fun(*args, **kwargs)
-        if self._splitter.validate and not isinstance(self.spec.returns, AnyNode):
-            returned, issues = return_pairs(result, self.spec.returns)
-            issues += check_call(checked, returned)
-            if issues:
-                raise ValidationError(issues, self.spec.name)
-        out = split_output(result)
-        if self._tree_out_shardings and type(out) is _WithStatic:
-            raise SpecError(
-                f"{self.__treespec_spec__.name} returns non-array leaves, which "
-                "cannot be matched by a tree of out_shardings: pass one sharding "
-                "for the whole output, or return arrays only."
-            )
+        out = split_output(self._call_fun(key, dynamic))
+        if self._tree_out_shardings:
+            no_tree_for_static_outputs(out, "out_shardings", self.spec.name)
         return out
 
     def _report_retrace(self, key: Key, dynamic: Sequence[Any]) -> None:
@@ -250,18 +150,13 @@ class Jitted(Generic[_P, _R]):
             # Raised from None: the JAX error stays reachable as __context__
             # without being printed ahead of the one that names the leaf.
             raise error from None
-        if type(out) is _WithStatic:
-            return combine(out.dynamic, out.static)  # type: ignore[no-any-return]
-        return out  # type: ignore[no-any-return]
+        return join_output(out)  # type: ignore[no-any-return]
 
     def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> Lowered:
         """Lower for these arguments, as `jax.jit(...).lower`; `.compile()` runs."""
         key, dynamic = self._split_call(args, kwargs)
         caller: Any = key_split(key).caller or self._caller(key_split(key))
         return Lowered(caller.lower(key, *dynamic), self._splitter, key)
-
-    def __repr__(self) -> str:
-        return f"<treespec.jit of {self.__treespec_spec__.name}>"
 
 
 class Lowered:

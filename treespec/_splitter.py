@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 from jax.tree_util import keystr
 
-from ._errors import Issue, SpecError, ValidationError, describe_value, location
+from ._errors import Issue, ValidationError, describe_value, location
 from ._flags import Flags, flag_kind
 from ._markers import Marker
 from ._plan import Kind, Plan, Split, _getter, build_plan, walk_value
+from ._prefix import broadcast_call, top_entry
 from ._rules import is_array, is_array_like
 from ._spec import AnyNode, Node, Param, PyTreeNode, Spec, _ClassBacked
 from ._validate import Pair, check_call, pairs_of
@@ -110,6 +111,7 @@ class Splitter:
         validate: bool,
         signature: inspect.Signature | None,
         in_shardings: Any = None,
+        allow_whole: bool = True,
     ) -> None:
         self.spec = spec
         self.flags = flags
@@ -119,7 +121,10 @@ class Splitter:
         self.in_shardings = in_shardings
         positional = spec.positional
         self.npos = len(positional)
-        kinds = [whole_kind(p, flags.by_name.get(p.name)) for p in positional]
+        kinds = [
+            whole_kind(p, flags.by_name.get(p.name)) if allow_whole else None
+            for p in positional
+        ]
         self.whole_idx = tuple(i for i, k in enumerate(kinds) if k is not None)
         self.whole_kinds = tuple(k for k in kinds if k is not None)
         self.mixed_idx = tuple(i for i, k in enumerate(kinds) if k is None)
@@ -204,43 +209,27 @@ class Splitter:
             return plan
 
     def _shardings(self, args: Any, kwargs: Any, layout: str) -> list[Any]:
-        """Per-leaf `in_shardings` entries (whole arguments: one entry each)."""
-        entries = self.in_shardings
+        """`in_shardings` entries: one per whole argument, then one per leaf."""
+
+        def is_entry(x: Any) -> bool:
+            return x is None or isinstance(x, jax.sharding.Sharding)
+
         names = [p.name for p in self.spec.positional]
-
-        def entry_for(name: str, index: int) -> Any:
-            if isinstance(entries, Mapping):
-                return entries.get(name)
-            if isinstance(entries, (list, tuple)):
-                return entries[index] if 0 <= index < len(entries) else None
-            return entries
-
-        per_arg = [
-            entry_for(names[i] if i < len(names) else "", i) for i in range(len(args))
+        whole_idx = self.whole_idx if layout == "fast" else ()
+        whole = [
+            top_entry(self.in_shardings, names[i], i, is_entry, "in_shardings")[0]
+            for i in whole_idx
         ]
-        per_kw = {k: entry_for(k, names.index(k) if k in names else -1) for k in kwargs}
-        if layout == "fast":
-            whole = [per_arg[i] for i in self.whole_idx]
-            per_arg = [per_arg[i] for i in self.mixed_idx]
-            args = tuple(args[i] for i in self.mixed_idx)
-        else:
-            whole = []
-        try:
-            nested = jax.tree_util.tree_map(
-                lambda entry, sub: [entry] * len(jax.tree_util.tree_leaves(sub)),
-                (tuple(per_arg), per_kw),
-                (tuple(args), dict(kwargs)),
-                is_leaf=lambda x: x is None or isinstance(x, jax.sharding.Sharding),
-            )
-        except ValueError as exc:
-            raise SpecError(
-                f"in_shardings is not a prefix of the arguments of {self.spec.name}: "
-                f"{exc}"
-            ) from None
-        groups = jax.tree_util.tree_leaves(
-            nested, is_leaf=lambda x: isinstance(x, list)
+        leaves = broadcast_call(
+            self.in_shardings,
+            self.spec,
+            args,
+            kwargs,
+            is_entry,
+            "in_shardings",
+            skip=frozenset(whole_idx),
         )
-        return [*whole, *(s for group in groups for s in group)]
+        return [*whole, *(entry.value for entry in leaves)]
 
     # ------------------------------------------------------------ jax call layout
     def donate_argnums(self, split: Split, offset: int = 1) -> tuple[int, ...]:

@@ -1,0 +1,154 @@
+"""Prefix trees over a call's arguments: `in_axes`, `in_specs`, `in_shardings`, `wrt`.
+
+A prefix tree gives one entry per positional argument (tuple/list), one per
+parameter name (dict), or one entry for everything; below that, a container
+shaped like the argument, down to entries that cover whole subtrees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from jax.tree_util import keystr
+
+from ._errors import SpecError
+from ._flags import key_name
+from ._plan import _children
+from ._spec import Spec
+
+__all__ = ["Entry", "broadcast_call", "broadcast_tree", "top_entry"]
+
+
+class Entry:
+    """The entry covering one leaf, and whether it was written at that leaf."""
+
+    __slots__ = ("exact", "value", "where")
+
+    def __init__(self, value: Any, where: str, exact: bool) -> None:
+        self.value = value
+        self.where = where
+        self.exact = exact
+
+
+def broadcast_tree(
+    prefix: Any, tree: Any, is_entry: Callable[[Any], bool], where: str
+) -> list[Entry]:
+    """One `Entry` per leaf of `tree` (flatten order) from a prefix of it."""
+    out: list[Entry] = []
+    _broadcast(prefix, tree, is_entry, where, out)
+    return out
+
+
+def _broadcast(
+    prefix: Any,
+    tree: Any,
+    is_entry: Callable[[Any], bool],
+    where: str,
+    out: list[Entry],
+) -> None:
+    children = _children(tree)
+    if is_entry(prefix):
+        if children is None:
+            out.append(Entry(prefix, where, exact=True))
+        else:
+            out += [Entry(prefix, where, exact=False) for _ in _leaves(tree)]
+        return
+    if children is None:
+        raise SpecError(
+            f"{where} is a {type(prefix).__name__}, but the argument there is a leaf; "
+            "give a single entry at that place."
+        )
+    names = [key_name(k) for k, _ in children]
+    for index, (key, child) in enumerate(children):
+        sub_where = where + keystr((key,))
+        if isinstance(prefix, Mapping):
+            unknown = [k for k in prefix if k not in names]
+            if unknown:
+                raise SpecError(
+                    f"{where} has keys {unknown!r} that the argument does not have "
+                    f"(it has {names!r})."
+                )
+            sub = prefix.get(names[index])
+        elif isinstance(prefix, (list, tuple)):
+            if len(prefix) != len(children):
+                raise SpecError(
+                    f"{where} has {len(prefix)} entries but the argument there has "
+                    f"{len(children)}; it must be a prefix of the argument."
+                )
+            sub = prefix[index]
+        elif isinstance(names[index], str) and hasattr(prefix, names[index]):
+            sub = getattr(prefix, names[index])
+        else:
+            raise SpecError(
+                f"{where} is a {type(prefix).__name__}, which is not a prefix of the "
+                f"argument (no entry for {names[index]!r})."
+            )
+        _broadcast(sub, child, is_entry, sub_where, out)
+
+
+def _leaves(tree: Any) -> list[Any]:
+    import jax
+
+    return jax.tree_util.tree_leaves(tree)
+
+
+def top_entry(
+    entries: Any,
+    param: str,
+    index: int,
+    is_entry: Callable[[Any], bool],
+    name: str,
+    default: Any = None,
+) -> tuple[Any, str]:
+    """The entry for one whole argument (by position or name), and its name."""
+    if is_entry(entries):
+        return entries, name
+    if isinstance(entries, Mapping):
+        return entries.get(param, default), f"{name}[{param!r}]"
+    if 0 <= index < len(entries):
+        return entries[index], f"{name}[{index}]"
+    return default, name
+
+
+def broadcast_call(
+    entries: Any,
+    spec: Spec,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    is_entry: Callable[[Any], bool],
+    name: str,
+    kwarg_default: Any = None,
+    skip: frozenset[int] = frozenset(),
+) -> list[Entry]:
+    """One `Entry` per leaf of `(args, kwargs)` (flatten order).
+
+    `entries` is one entry for everything, a tuple/list with one per positional
+    argument, or a dict by parameter name. Keyword arguments take the entry of
+    their parameter, else `kwarg_default`. Positional arguments whose index is
+    in `skip` are left out.
+    """
+    names = [p.name for p in spec.positional]
+    if isinstance(entries, (list, tuple)) and not is_entry(entries):
+        if len(entries) > len(args):
+            raise SpecError(
+                f"{name} has {len(entries)} entries but the call passes "
+                f"{len(args)} positional arguments."
+            )
+    elif isinstance(entries, Mapping) and not is_entry(entries):
+        unknown = [k for k in entries if spec.param(k) is None]
+        if unknown:
+            raise SpecError(f"{name} names {unknown!r}, which are not parameters.")
+
+    out: list[Entry] = []
+    for i, value in enumerate(args):
+        if i in skip:
+            continue
+        param = names[i] if i < len(names) else ""
+        entry, where = top_entry(entries, param, i, is_entry, name, kwarg_default)
+        out += broadcast_tree(entry, value, is_entry, where)
+    for key in sorted(kwargs):
+        index = names.index(key) if key in names else -1
+        entry, where = top_entry(entries, key, index, is_entry, name, kwarg_default)
+        out += broadcast_tree(entry, kwargs[key], is_entry, where)
+    return out

@@ -1,0 +1,148 @@
+"""What every treespec transform shares: the wrapper, the split, the traced body."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar, cast
+
+import jax
+from typing_extensions import ParamSpec
+
+from ._api import _spec_for
+from ._checked import validation_enabled
+from ._errors import SpecError, ValidationError
+from ._flags import Flags, normalize_flags
+from ._partition import combine
+from ._plan import _check_default
+from ._rules import is_array
+from ._spec import AnyNode, Spec
+from ._splitter import Key, Splitter
+from ._validate import check_call, return_pairs
+
+__all__ = ["Transformed", "join_output", "split_output"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+class _WithStatic:
+    """An output with non-array leaves: the arrays are children, the rest aux data."""
+
+    __slots__ = ("dynamic", "static")
+
+    def __init__(self, dynamic: Any, static: Any) -> None:
+        self.dynamic = dynamic
+        self.static = static
+
+
+jax.tree_util.register_pytree_node(
+    _WithStatic,
+    lambda w: ((w.dynamic,), w.static),
+    lambda static, children: _WithStatic(children[0], static),
+)
+
+
+def split_output(out: Any) -> Any:
+    """Arrays stay in the traced output; everything else rides in aux data."""
+    leaves, treedef = jax.tree_util.tree_flatten(out)
+    mask = [is_array(leaf) for leaf in leaves]
+    if all(mask):
+        return out
+    dynamic = [leaf if m else None for leaf, m in zip(leaves, mask)]
+    static = [None if m else leaf for leaf, m in zip(leaves, mask)]
+    return _WithStatic(
+        jax.tree_util.tree_unflatten(treedef, dynamic),
+        jax.tree_util.tree_unflatten(treedef, static),
+    )
+
+
+def join_output(out: Any) -> Any:
+    """Undo `split_output` on what a JAX transform returned."""
+    if type(out) is _WithStatic:
+        return combine(out.dynamic, out.static)
+    return out
+
+
+class Transformed(Generic[_P, _R]):
+    """A function wrapped by a treespec transform; call it like the original.
+
+    `.spec` is the `Spec` derived from its annotations. As a method decorator,
+    `self` is resolved like any other argument.
+    """
+
+    __treespec_spec__: Spec
+    _name = "transform"
+
+    def __init__(
+        self,
+        fun: Callable[_P, Any],
+        *,
+        static_flags: Any,
+        default: str,
+        validate: bool,
+        localns: Mapping[str, Any],
+        allow_whole: bool = False,
+        in_shardings: Any = None,
+    ) -> None:
+        _check_default(default)
+        functools.update_wrapper(cast(Any, self), fun)
+        self._fun = fun
+        self.__treespec_spec__ = _spec_for(fun, localns)
+        self._flags: Flags = normalize_flags(static_flags, self.__treespec_spec__)
+        self._default = default
+        try:
+            signature: inspect.Signature | None = inspect.signature(fun)
+        except (TypeError, ValueError):
+            signature = None
+        self._splitter = Splitter(
+            self.__treespec_spec__,
+            self._flags,
+            default,
+            validate=validate and validation_enabled(),
+            signature=signature,
+            in_shardings=in_shardings,
+            allow_whole=allow_whole,
+        )
+
+    @property
+    def spec(self) -> Spec:
+        """The `Spec` derived from the wrapped function's annotations."""
+        return self.__treespec_spec__
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        return types.MethodType(cast(Any, self), instance)
+
+    def __repr__(self) -> str:
+        return f"<treespec.{self._name} of {self.__treespec_spec__.name}>"
+
+    def _call_fun(self, key: Key, dynamic: tuple[Any, ...]) -> Any:
+        """Rebuild the call from (key, dynamic), validate it, and run the function."""
+        checked = self._splitter.check_traced(key, dynamic)
+        args, kwargs = self._splitter.rebuild(key, dynamic)
+        result = self._fun(*args, **kwargs)
+        returns = self.__treespec_spec__.returns
+        if self._splitter.validate and not isinstance(returns, AnyNode):
+            returned, issues = return_pairs(result, returns)
+            issues += check_call(checked, returned)
+            if issues:
+                raise ValidationError(issues, self.__treespec_spec__.name)
+        return result
+
+    def _traced(self, key: Key, *dynamic: Any) -> Any:
+        """The body JAX traces: the call, with non-array outputs set aside."""
+        return split_output(self._call_fun(key, dynamic))
+
+
+def no_tree_for_static_outputs(out: Any, what: str, name: str) -> None:
+    """A tree of output specs cannot describe the aux-only part of an output."""
+    if type(out) is _WithStatic:
+        raise SpecError(
+            f"{name} returns non-array leaves, which a tree of {what} cannot "
+            f"describe: pass one {what[:-1] if what.endswith('s') else what} for "
+            "the whole output, or return arrays only."
+        )
