@@ -100,15 +100,21 @@ def top_entry(
     is_entry: Callable[[Any], bool],
     name: str,
     default: Any = None,
-) -> tuple[Any, str]:
-    """The entry for one whole argument (by position or name), and its name."""
+) -> tuple[Any, str, bool]:
+    """The entry for one whole argument, how to name it, and if it was given.
+
+    It was not given when one entry covers the whole call, or when `entries`
+    has nothing for this argument (then `default` applies).
+    """
     if is_entry(entries):
-        return entries, name
+        return entries, name, False
     if isinstance(entries, Mapping):
-        return entries.get(param, default), f"{name}[{param!r}]"
+        if param in entries:
+            return entries[param], f"{name}[{param!r}]", True
+        return default, name, False
     if 0 <= index < len(entries):
-        return entries[index], f"{name}[{index}]"
-    return default, name
+        return entries[index], f"{name}[{index}]", True
+    return default, name, False
 
 
 def broadcast_call(
@@ -141,14 +147,20 @@ def broadcast_call(
             raise SpecError(f"{name} names {unknown!r}, which are not parameters.")
 
     out: list[Entry] = []
+
+    def add(entry: Any, where: str, given: bool, value: Any) -> None:
+        found = broadcast_tree(entry, value, is_entry, where)
+        if not given:
+            for item in found:
+                item.exact = False
+        out.extend(found)
+
     for i, value in enumerate(args):
         if i in skip:
             continue
         param = names[i] if i < len(names) else ""
-        entry, where = top_entry(entries, param, i, is_entry, name, kwarg_default)
-        out += broadcast_tree(entry, value, is_entry, where)
+        add(*top_entry(entries, param, i, is_entry, name, kwarg_default), value)
     for key in sorted(kwargs):
         index = names.index(key) if key in names else -1
-        entry, where = top_entry(entries, key, index, is_entry, name, kwarg_default)
-        out += broadcast_tree(entry, kwargs[key], is_entry, where)
+        add(*top_entry(entries, key, index, is_entry, name, kwarg_default), kwargs[key])
     return out

@@ -28,6 +28,8 @@ ARRAY_TYPES: Final = frozenset(
         "jaxlib._jax.ArrayImpl",
         "numpy.ndarray",
         "numpy.generic",
+        "jax.ShapeDtypeStruct",
+        "jax._src.api.ShapeDtypeStruct",
     }
 )
 
@@ -69,12 +71,13 @@ def array_classes() -> tuple[type, ...]:
         import jax
         import numpy as np
 
-        _array_classes = (jax.Array, np.ndarray, np.generic)
+        # ShapeDtypeStruct stands for an array (eval_shape, .lower).
+        _array_classes = (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct)
     return _array_classes
 
 
 def is_array(x: Any) -> bool:
-    """True for JAX arrays (and tracers), NumPy arrays and NumPy scalars.
+    """True for JAX arrays (and tracers), NumPy arrays and scalars, ShapeDtypeStructs.
 
     The "infer" policy traces exactly these leaves, as `equinox.is_array` does.
     """

@@ -1,0 +1,273 @@
+"""grad, value_and_grad, vmap, pmap, shard_map, checkpoint, eval_shape.
+
+Each is compared with the JAX original (or Equinox) on the same function.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, TypedDict
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
+
+import treespec
+from treespec import Dynamic, SpecError, Static, ValidationError
+
+
+class Config(TypedDict):
+    depth: Static[int]
+    scale: Static[float]
+
+
+def loss(params: dict[str, Any], x: jax.Array, cfg: Config) -> jax.Array:
+    h = x
+    for _ in range(cfg["depth"]):
+        h = jnp.tanh(h @ params["w"] + params["b"]) * cfg["scale"]
+    return jnp.sum(h**2) + 0.0 * params["count"]
+
+
+PARAMS = {"w": jnp.eye(3) * 0.5, "b": jnp.arange(3.0), "count": jnp.array(3)}
+X = jnp.linspace(0.0, 1.0, 6).reshape(2, 3)
+CFG: Config = {"depth": 2, "scale": 0.9}
+
+
+def _close(a: Any, b: Any) -> None:
+    la, ta = jax.tree_util.tree_flatten(a, is_leaf=lambda v: v is None)
+    lb, tb = jax.tree_util.tree_flatten(b, is_leaf=lambda v: v is None)
+    assert ta == tb, (ta, tb)
+    for x, y in zip(la, lb):
+        if x is None or y is None:
+            assert x is None and y is None
+        else:
+            np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
+
+
+def _jax_grad(params: Any) -> Any:
+    float_params = {k: v for k, v in params.items() if k != "count"}
+    g = jax.grad(lambda p: loss({**p, "count": params["count"]}, X, CFG))(float_params)
+    return {**g, "count": None}
+
+
+def test_grad_matches_jax_with_none_for_integer_and_static_leaves() -> None:
+    grads = treespec.grad(loss)(PARAMS, X, CFG)
+    _close(grads, _jax_grad(PARAMS))
+    assert grads["count"] is None
+
+
+def test_grad_matches_equinox_filter_grad() -> None:
+    grads = treespec.grad(loss)(PARAMS, X, CFG)
+    expected = eqx.filter_grad(lambda p: loss(p, X, CFG))(PARAMS)
+    _close(grads, expected)
+
+
+def test_annotations_decide_what_is_differentiated() -> None:
+    class Params(TypedDict):
+        w: jax.Array
+        lr: Static[float]
+
+    def f(p: Params) -> jax.Array:
+        return jnp.sum(p["w"] ** 2) * p["lr"]
+
+    grads = treespec.grad(f)({"w": jnp.ones(2), "lr": 3.0})
+    assert grads["lr"] is None
+    np.testing.assert_allclose(grads["w"], 6.0)
+
+
+def test_wrt_prefix_tree_and_callable() -> None:
+    g = treespec.grad(loss, wrt={"w": True, "b": False, "count": None})(PARAMS, X, CFG)
+    assert g["b"] is None and g["count"] is None
+    _close(g["w"], _jax_grad(PARAMS)["w"])
+    g = treespec.grad(loss, wrt=lambda leaf: leaf.ndim == 1)(PARAMS, X, CFG)
+    assert g["w"] is None
+    _close(g["b"], _jax_grad(PARAMS)["b"])
+    with pytest.raises(SpecError, match=r"wrt has keys \['v'\]"):
+        treespec.grad(loss, wrt={"v": True})(PARAMS, X, CFG)
+
+
+def test_argnums_tuple_and_has_aux() -> None:
+    def f(a: jax.Array, b: jax.Array, tag: Static[str]) -> Any:
+        return jnp.sum(a * b), {"tag": tag, "prod": a * b}
+
+    (ga, gb), aux = treespec.grad(f, argnums=(0, 1), has_aux=True)(
+        jnp.ones(2), 2 * jnp.ones(2), "t"
+    )
+    jga, jgb = jax.grad(lambda a, b: f(a, b, "t")[0], argnums=(0, 1))(
+        jnp.ones(2), 2 * jnp.ones(2)
+    )
+    _close((ga, gb), (jga, jgb))
+    assert aux["tag"] == "t"
+    np.testing.assert_allclose(aux["prod"], 2.0)
+    with pytest.raises(SpecError, match="argnums 5 is out of range"):
+        treespec.grad(f, argnums=5)(jnp.ones(2), jnp.ones(2), "t")
+
+
+def test_value_and_grad_matches_jax() -> None:
+    value, grads = treespec.value_and_grad(loss)(PARAMS, X, CFG)
+    np.testing.assert_allclose(value, loss(PARAMS, X, CFG), rtol=1e-6)
+    _close(grads, _jax_grad(PARAMS))
+    (value, aux), grads = treespec.value_and_grad(
+        lambda p: (jnp.sum(p["w"]), "aux"), has_aux=True
+    )({"w": jnp.ones(2)})
+    assert float(value) == 2.0 and aux == "aux"
+
+
+def step(x: jax.Array, cfg: Config) -> jax.Array:
+    return jnp.tanh(x * cfg["scale"]) * cfg["depth"]
+
+
+def test_vmap_matches_jax_and_never_maps_static_leaves() -> None:
+    xs = jnp.linspace(0, 1, 12).reshape(4, 3)
+    out = treespec.vmap(step)(xs, CFG)  # in_axes=0 covers cfg too: its leaves stay
+    _close(out, jax.vmap(lambda x: step(x, CFG))(xs))
+    out = treespec.vmap(step, in_axes=(1, None))(xs, CFG)
+    _close(out, jax.vmap(lambda x: step(x, CFG), in_axes=1)(xs))
+
+
+def test_vmap_callable_in_axes_and_prefix_trees() -> None:
+    def f(p: dict[str, jax.Array], k: Static[int]) -> jax.Array:
+        return p["a"] * k + p["b"]
+
+    p = {"a": jnp.ones((5, 2)), "b": jnp.ones(2)}
+    out = treespec.vmap(f, in_axes=({"a": 0, "b": None}, None))(p, 3)
+    _close(out, jax.vmap(lambda a: a * 3 + p["b"])(p["a"]))
+    out = treespec.vmap(f, in_axes=lambda leaf: 0 if leaf.ndim == 2 else None)(p, 3)
+    assert out.shape == (5, 2)
+
+
+def test_vmap_non_array_outputs_and_annotated_dynamic() -> None:
+    def f(x: jax.Array, name: Static[str], w: Dynamic[float]) -> Any:
+        return {"y": x * w, "name": name}
+
+    out = treespec.vmap(f, in_axes=(0, None, 0))(jnp.ones((3, 2)), "n", jnp.arange(3.0))
+    assert out["name"] == "n"
+    np.testing.assert_allclose(out["y"][:, 0], [0.0, 1.0, 2.0])
+
+
+def test_vmap_bad_axes_name_the_path() -> None:
+    with pytest.raises(
+        SpecError, match=r"in_axes\[1\]\['depth'\] maps axis 0 of cfg\['depth'\]"
+    ):
+        treespec.vmap(step, in_axes=(0, {"depth": 0, "scale": None}))(
+            jnp.ones((2, 3)), CFG
+        )
+    with pytest.raises(
+        ValidationError, match=r"argument x, at x: expected an array with an axis 2"
+    ):
+        treespec.vmap(step, in_axes=(2, None))(jnp.ones((2, 3)), CFG)
+    with pytest.raises(SpecError, match=r"in_axes\[1\] has keys \['zz'\]"):
+        treespec.vmap(step, in_axes=(0, {"zz": 0}))(jnp.ones((2, 3)), CFG)
+
+
+def test_pmap_single_device_broadcasts_static_leaves() -> None:
+    n = jax.local_device_count()
+    traces = []
+
+    def f(x: jax.Array, cfg: Config) -> jax.Array:
+        traces.append(cfg["depth"])
+        return step(x, cfg)
+
+    pm = treespec.pmap(f)
+    xs = jnp.ones((n, 3))
+    _close(pm(xs, CFG), jax.vmap(lambda x: step(x, CFG))(xs))
+    pm(xs * 2, CFG)
+    assert traces == [2]
+    pm(xs, {**CFG, "depth": 3})
+    assert traces == [2, 3]
+
+
+def test_shard_map_single_device() -> None:
+    mesh = Mesh(np.array(jax.devices()[:1]), ("d",))
+
+    def f(x: jax.Array, cfg: Config) -> jax.Array:
+        return jax.lax.psum(jnp.sum(step(x, cfg)), "d")
+
+    out = treespec.shard_map(f, mesh, in_specs=(P("d"), None), out_specs=P())(X, CFG)
+    np.testing.assert_allclose(out, jnp.sum(step(X, CFG)), rtol=1e-6)
+    with pytest.raises(SpecError, match="static"):
+        treespec.shard_map(
+            f, mesh, in_specs=(P("d"), {"depth": P("d"), "scale": None}), out_specs=P()
+        )(X, CFG)
+
+
+def test_checkpoint_gives_the_same_gradient() -> None:
+    ck = treespec.checkpoint(loss, policy=jax.checkpoint_policies.nothing_saveable)
+    _close(
+        jax.grad(lambda p: ck(p, X, CFG))(
+            {k: PARAMS[k] for k in ("w", "b")} | {"count": 3.0}
+        ),
+        jax.grad(lambda p: loss(p, X, CFG))(
+            {k: PARAMS[k] for k in ("w", "b")} | {"count": 3.0}
+        ),
+    )
+
+
+def test_eval_shape() -> None:
+    def f(x: jax.Array, cfg: Config) -> Any:
+        return {"y": x @ x.T, "depth": cfg["depth"]}
+
+    out = treespec.eval_shape(f, jax.ShapeDtypeStruct((4, 3), jnp.float32), CFG)
+    assert out["y"] == jax.ShapeDtypeStruct((4, 4), jnp.float32)
+    assert out["depth"] == 2
+    expected = eqx.filter_eval_shape(f, jax.ShapeDtypeStruct((4, 3), jnp.float32), CFG)
+    assert out["y"].shape == expected["y"].shape
+
+
+def scalar(x: jax.Array, cfg: Config) -> jax.Array:
+    return jnp.sum(jnp.sin(x) * cfg["scale"]) * cfg["depth"]
+
+
+def jax_scalar(x: jax.Array) -> jax.Array:
+    return scalar(x, CFG)
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs"),
+    [
+        (treespec.jit(treespec.grad(scalar)), jax.jit(jax.grad(jax_scalar))),
+        (treespec.jit(treespec.vmap(step)), jax.jit(jax.vmap(lambda x: step(x, CFG)))),
+        (treespec.vmap(treespec.jit(step)), jax.vmap(jax.jit(lambda x: step(x, CFG)))),
+        (
+            treespec.grad(lambda x, cfg: jnp.sum(treespec.vmap(step)(x, cfg))),
+            jax.grad(lambda x: jnp.sum(jax.vmap(lambda r: step(r, CFG))(x))),
+        ),
+        (
+            treespec.jit(treespec.vmap(treespec.grad(scalar))),
+            jax.jit(jax.vmap(jax.grad(jax_scalar))),
+        ),
+        (
+            treespec.grad(lambda x, cfg: jnp.sum(treespec.grad(scalar)(x, cfg))),
+            jax.grad(lambda x: jnp.sum(jax.grad(jax_scalar)(x))),
+        ),
+    ],
+    ids=["jit-grad", "jit-vmap", "vmap-jit", "grad-vmap", "jit-vmap-grad", "grad-grad"],
+)
+def test_compositions_match_jax(ours: Any, theirs: Any) -> None:
+    _close(ours(X, CFG), theirs(X))
+
+
+@pytest.mark.parametrize(
+    "transform",
+    [
+        treespec.grad,
+        treespec.vmap,
+        treespec.checkpoint,
+        treespec.jit,
+        partial(treespec.value_and_grad),
+    ],
+)
+def test_plain_jax_jit_around_each_transform(transform: Any) -> None:
+    ours = transform(scalar if transform is not treespec.vmap else step)
+    base = {
+        treespec.vmap: lambda x: jax.vmap(lambda r: step(r, CFG))(x),
+    }.get(transform)
+    got = jax.jit(lambda x: ours(x, CFG))(X)
+    if base is not None:
+        _close(got, base(X))
+    else:
+        _close(got, ours(X, CFG))

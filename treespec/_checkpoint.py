@@ -1,0 +1,125 @@
+"""`checkpoint` (rematerialisation) and `eval_shape`, with static leaves static."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import jax
+from typing_extensions import ParamSpec
+
+from ._api import caller_namespace
+from ._transform import Transformed, join_output
+
+__all__ = ["checkpoint", "eval_shape"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+class _Checkpointed(Transformed[_P, _R]):
+    _name = "checkpoint"
+
+    def __init__(
+        self, fun: Callable[_P, _R], *, jax_kwargs: dict[str, Any], **kw: Any
+    ) -> None:
+        super().__init__(fun, **kw)
+        self._remat = jax.checkpoint(self._traced, static_argnums=(0,), **jax_kwargs)
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        key, dynamic = self._splitter.split_call(args, kwargs)
+        return join_output(self._remat(key, *dynamic))  # type: ignore[no-any-return]
+
+
+def checkpoint(
+    fun: Callable[_P, _R],
+    *,
+    policy: Callable[..., bool] | None = None,
+    prevent_cse: bool = True,
+    static_flags: Any = None,
+    default: str = "infer",
+    validate: bool = True,
+) -> Callable[_P, _R]:
+    """`jax.checkpoint` with static leaves held static (not saved, not traced).
+
+    **Arguments:**
+
+    - `fun`: the function whose intermediates are recomputed on the backward
+      pass.
+    - `policy`, `prevent_cse`: as in JAX.
+    - `static_flags`, `default`, `validate`: as for `treespec.jit`.
+
+    **Returns:**
+
+    The checkpointed function, with `fun`'s signature.
+
+    !!! example
+
+        ```python
+        import jax
+        import jax.numpy as jnp
+        import treespec
+        from treespec import Static
+
+        def block(x: jnp.ndarray, depth: Static[int]) -> jnp.ndarray:
+            for _ in range(depth):
+                x = jnp.sin(x)
+            return jnp.sum(x)
+
+        g = jax.grad(treespec.checkpoint(block))(jnp.ones(3), 2)
+        assert g.shape == (3,)
+        ```
+    """
+    return _Checkpointed(
+        fun,
+        jax_kwargs={"policy": policy, "prevent_cse": prevent_cse},
+        static_flags=static_flags,
+        default=default,
+        validate=validate,
+        localns=caller_namespace(1),
+    )
+
+
+def eval_shape(fun: Callable[..., _R], *args: Any, **kwargs: Any) -> Any:
+    """`jax.eval_shape` with static leaves passed as values.
+
+    **Arguments:**
+
+    - `fun`: the function (its annotations decide static/dynamic, default
+      "infer").
+    - `*args`, `**kwargs`: the arguments; arrays may be `jax.ShapeDtypeStruct`.
+
+    **Returns:**
+
+    The output with `jax.ShapeDtypeStruct` for every array and the Python
+    objects for every static (non-array) output leaf.
+
+    !!! example
+
+        ```python
+        import jax.numpy as jnp
+        import treespec
+        from treespec import Static
+
+        def f(x: jnp.ndarray, name: Static[str]):
+            return {"y": x @ x.T, "name": name}
+
+        out = treespec.eval_shape(f, jnp.ones((3, 2)), "gram")
+        assert out["y"].shape == (3, 3) and out["name"] == "gram"
+        ```
+    """
+    shaped = _EvalShape(
+        fun,
+        static_flags=None,
+        default="infer",
+        validate=True,
+        localns=caller_namespace(1),
+    )
+    key, dynamic = shaped._splitter.split_call(args, kwargs)
+    return join_output(
+        jax.eval_shape(lambda *leaves: shaped._traced(key, *leaves), *dynamic)
+    )
+
+
+class _EvalShape(Transformed[..., Any]):
+    _name = "eval_shape"

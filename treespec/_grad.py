@@ -1,0 +1,250 @@
+"""`grad` / `value_and_grad`: differentiate dynamic inexact leaves, None elsewhere."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import jax
+import numpy as np
+from typing_extensions import ParamSpec
+
+from ._api import caller_namespace
+from ._errors import SpecError
+from ._plan import Kind
+from ._prefix import broadcast_tree
+from ._transform import Transformed, join_output, split_output
+
+__all__ = ["grad", "value_and_grad"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _inexact(leaf: Any) -> bool:
+    if isinstance(leaf, (float, complex)):
+        return True
+    dtype = getattr(leaf, "dtype", None)
+    return dtype is not None and np.issubdtype(dtype, np.inexact)
+
+
+def _is_wrt_entry(x: Any) -> bool:
+    return x is None or isinstance(x, bool) or (callable(x) and not isinstance(x, type))
+
+
+class _Grad(Transformed[_P, Any]):
+    _name = "grad"
+
+    def __init__(
+        self,
+        fun: Callable[_P, Any],
+        *,
+        argnums: int | Sequence[int],
+        has_aux: bool,
+        wrt: Any,
+        with_value: bool,
+        static_flags: Any,
+        default: str,
+        validate: bool,
+        localns: Any,
+    ) -> None:
+        super().__init__(
+            fun,
+            static_flags=static_flags,
+            default=default,
+            validate=validate,
+            localns=localns,
+        )
+        self._argnums = argnums
+        self._has_aux = has_aux
+        self._wrt = wrt
+        self._with_value = with_value
+        if with_value:
+            self._name = "value_and_grad"
+
+    def _selected(self, args: tuple[Any, ...]) -> list[tuple[int, list[bool]]]:
+        """For each differentiated argument: which of its leaves `wrt` selects."""
+        single = isinstance(self._argnums, int)
+        argnums: tuple[int, ...] = (
+            (self._argnums,) if isinstance(self._argnums, int) else tuple(self._argnums)
+        )
+        wrts = (self._wrt,) if single else (self._wrt or (None,) * len(argnums))
+        if len(wrts) != len(argnums):
+            raise SpecError(
+                f"wrt has {len(wrts)} entries but argnums names {len(argnums)} "
+                "arguments; give one prefix tree per differentiated argument."
+            )
+        out = []
+        for j, wrt in zip(argnums, wrts):
+            if not 0 <= j < len(args):
+                raise SpecError(
+                    f"argnums {j} is out of range: {self.spec.name} was called with "
+                    f"{len(args)} positional arguments."
+                )
+            entries = broadcast_tree(wrt, args[j], _is_wrt_entry, "wrt")
+            leaves = jax.tree_util.tree_leaves(args[j])
+            chosen = []
+            for entry, leaf in zip(entries, leaves):
+                value = entry.value(leaf) if callable(entry.value) else entry.value
+                chosen.append(value is None or bool(value))
+            out.append((j, chosen))
+        return out
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> Any:
+        key, dynamic = self._splitter.split_call(args, kwargs)
+        split = key[0]
+        selected = self._selected(args)
+        # Leaf index ranges of each positional argument in the flattened call.
+        starts = np.cumsum([0, *(len(jax.tree_util.tree_leaves(a)) for a in args)])
+        position = {leaf: pos for pos, leaf in enumerate(split.dynamic_idx)}
+        diff: list[tuple[int, int, int]] = []  # (argument, leaf within it, dyn pos)
+        for j, chosen in selected:
+            for k, want in enumerate(chosen):
+                leaf = int(starts[j]) + k
+                pos = position.get(leaf)
+                if (
+                    want
+                    and pos is not None
+                    and split.kinds[leaf] is not Kind.STATIC
+                    and _inexact(dynamic[pos])
+                ):
+                    diff.append((j, k, pos))
+
+        def inner(values: list[Any]) -> Any:
+            current = list(dynamic)
+            for (_, _, pos), value in zip(diff, values):
+                current[pos] = value
+            out = self._call_fun(key, tuple(current))
+            if self._has_aux:
+                return out[0], split_output(out[1])
+            return out
+
+        transform = jax.value_and_grad if self._with_value else jax.grad
+        result = transform(inner, has_aux=self._has_aux)([dynamic[p] for *_, p in diff])
+        if self._with_value:
+            value, grads = result
+        else:
+            value, grads = None, result
+        if self._has_aux:
+            if self._with_value:
+                value = (value[0], join_output(value[1]))
+            else:
+                grads, aux = grads
+                value = join_output(aux)
+        trees = []
+        for j, chosen in selected:
+            flat: list[Any] = [None] * len(chosen)
+            for (arg, k, _), g in zip(diff, grads):
+                if arg == j:
+                    flat[k] = g
+            treedef = jax.tree_util.tree_structure(args[j])
+            trees.append(jax.tree_util.tree_unflatten(treedef, flat))
+        tree = trees[0] if isinstance(self._argnums, int) else tuple(trees)
+        if self._with_value:
+            return value, tree
+        if self._has_aux:
+            return tree, value
+        return tree
+
+
+def grad(
+    fun: Callable[_P, Any],
+    *,
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    wrt: Any = None,
+    static_flags: Any = None,
+    default: str = "infer",
+    validate: bool = True,
+) -> Callable[_P, Any]:
+    """`jax.grad` over the dynamic inexact leaves of the `argnums` arguments.
+
+    **Arguments:**
+
+    - `fun`: a function returning a scalar (and an auxiliary value if
+      `has_aux`).
+    - `argnums`: which positional argument(s) to differentiate.
+    - `has_aux`: `fun` returns `(value, aux)`; aux may hold non-arrays.
+    - `wrt`: narrows the leaves further: a prefix tree of the argument (a tuple
+      of them for several `argnums`) with `True`/`False`/`None` or callables
+      `leaf -> bool`, as `static_flags` takes.
+    - `static_flags`, `default`, `validate`: as for `treespec.jit`.
+
+    **Returns:**
+
+    A function with `fun`'s signature returning gradients shaped like the
+    argument, with `None` at static leaves, integer arrays and leaves `wrt`
+    leaves out (so `jax.tree_util.tree_map(..., is_leaf=lambda x: x is None)`
+    and optax updates work); `(grads, aux)` with `has_aux`.
+
+    !!! example
+
+        ```python
+        import jax.numpy as jnp
+        import treespec
+        from treespec import Static
+
+        def loss(params: dict, n: Static[int]) -> jnp.ndarray:
+            return jnp.sum(params["w"] ** 2) * n
+
+        grads = treespec.grad(loss)({"w": jnp.ones(3), "steps": 4}, 2)
+        assert grads["steps"] is None and float(grads["w"][0]) == 4.0
+        ```
+    """
+    return _Grad(
+        fun,
+        argnums=argnums,
+        has_aux=has_aux,
+        wrt=wrt,
+        with_value=False,
+        static_flags=static_flags,
+        default=default,
+        validate=validate,
+        localns=caller_namespace(1),
+    )
+
+
+def value_and_grad(
+    fun: Callable[_P, Any],
+    *,
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    wrt: Any = None,
+    static_flags: Any = None,
+    default: str = "infer",
+    validate: bool = True,
+) -> Callable[_P, Any]:
+    """`jax.value_and_grad` over the dynamic inexact leaves; see `treespec.grad`.
+
+    **Arguments:**
+
+    As for `treespec.grad`.
+
+    **Returns:**
+
+    A function returning `(value, grads)`, or `((value, aux), grads)` with
+    `has_aux`.
+
+    !!! example
+
+        ```python
+        import jax.numpy as jnp
+        import treespec
+
+        value, grads = treespec.value_and_grad(lambda p: jnp.sum(p["w"] ** 2))(
+            {"w": jnp.ones(2), "name": "layer"}
+        )
+        assert float(value) == 2.0 and grads["name"] is None
+        ```
+    """
+    return _Grad(
+        fun,
+        argnums=argnums,
+        has_aux=has_aux,
+        wrt=wrt,
+        with_value=True,
+        static_flags=static_flags,
+        default=default,
+        validate=validate,
+        localns=caller_namespace(1),
+    )

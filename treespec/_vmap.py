@@ -1,0 +1,267 @@
+"""`vmap` and `pmap`: static leaves are never mapped, whatever `in_axes` says."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import jax
+import numpy as np
+from typing_extensions import ParamSpec
+
+from ._api import caller_namespace
+from ._errors import Issue, SpecError, ValidationError, describe_value
+from ._plan import Kind, Split
+from ._prefix import broadcast_call
+from ._splitter import Key
+from ._transform import Transformed, join_output, no_tree_for_static_outputs
+
+__all__ = ["pmap", "vmap"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _is_axis_entry(x: Any) -> bool:
+    return x is None or isinstance(x, int) or (callable(x) and not isinstance(x, type))
+
+
+def dynamic_axes(
+    transform: Transformed[Any, Any],
+    in_axes: Any,
+    split: Split,
+    dynamic: Sequence[Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> tuple[Any, ...]:
+    """One axis (or None) per dynamic leaf, from an `in_axes` prefix tree."""
+    entries = broadcast_call(
+        in_axes,
+        transform.spec,
+        args,
+        kwargs,
+        _is_axis_entry,
+        "in_axes",
+        kwarg_default=0,
+    )
+    axes: list[Any] = []
+    issues: list[Issue] = []
+    position = {leaf: pos for pos, leaf in enumerate(split.dynamic_idx)}
+    for i, entry in enumerate(entries):
+        info = split.plan.infos[i]
+        if split.kinds[i] is Kind.STATIC:
+            if entry.exact and entry.value is not None and not callable(entry.value):
+                raise SpecError(
+                    f"{entry.where} maps axis {entry.value} of {info.path}, which is "
+                    f"static ({info.source}); static leaves are never mapped: give "
+                    "None there, or mark the leaf Dynamic."
+                )
+            continue
+        leaf = dynamic[position[i]]
+        axis = entry.value(leaf) if callable(entry.value) else entry.value
+        if axis is not None:
+            ndim = np.ndim(leaf)
+            if not -ndim <= axis < max(ndim, 1) or ndim == 0:
+                issues.append(
+                    Issue(
+                        f"argument {info.argument}, at {info.path}",
+                        f"an array with an axis {axis} to map over ({entry.where})",
+                        describe_value(leaf),
+                    )
+                )
+        axes.append(axis)
+    if issues:
+        raise ValidationError(issues, transform.spec.name)
+    return tuple(axes)
+
+
+class _VMapped(Transformed[_P, _R]):
+    _name = "vmap"
+
+    def __init__(
+        self,
+        fun: Callable[_P, _R],
+        *,
+        in_axes: Any,
+        jax_kwargs: dict[str, Any],
+        **kw: Any,
+    ) -> None:
+        super().__init__(fun, **kw)
+        self._in_axes = in_axes
+        self._jax_kwargs = jax_kwargs
+        self._tree_out_axes = not isinstance(
+            jax_kwargs.get("out_axes", 0), (int, type(None))
+        )
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        key, dynamic = self._splitter.split_call(args, kwargs)
+        axes = dynamic_axes(self, self._in_axes, key[0], dynamic, args, kwargs)
+
+        def body(*leaves: Any) -> Any:
+            out = self._traced(key, *leaves)
+            if self._tree_out_axes:
+                no_tree_for_static_outputs(out, "out_axes", self.spec.name)
+            return out
+
+        return join_output(jax.vmap(body, in_axes=axes, **self._jax_kwargs)(*dynamic))  # type: ignore[no-any-return]
+
+
+def vmap(
+    fun: Callable[_P, _R],
+    in_axes: Any = 0,
+    out_axes: Any = 0,
+    *,
+    axis_name: Any = None,
+    axis_size: int | None = None,
+    static_flags: Any = None,
+    default: str = "infer",
+    validate: bool = True,
+) -> Callable[_P, Any]:
+    """`jax.vmap` that never maps a static leaf.
+
+    **Arguments:**
+
+    - `fun`: the function to map.
+    - `in_axes`: as in JAX (an int or None for everything, a tuple with one
+      entry per positional argument, a dict by parameter name, or prefix trees
+      below), and entries may be callables `leaf -> axis or None`. Static
+      leaves are never mapped; an axis written at a static leaf itself is a
+      `SpecError`. Keyword arguments are mapped over axis 0 unless a dict names
+      them.
+    - `out_axes`, `axis_name`, `axis_size`: as in JAX.
+    - `static_flags`, `default`, `validate`: as for `treespec.jit`.
+
+    **Returns:**
+
+    The mapped function; non-array outputs come back as Python objects.
+
+    !!! example
+
+        ```python
+        import jax.numpy as jnp
+        import treespec
+        from treespec import Static
+
+        def scale(x: jnp.ndarray, cfg: dict[str, Static[int]]) -> jnp.ndarray:
+            return x * cfg["k"]
+
+        out = treespec.vmap(scale)(jnp.ones((4, 3)), {"k": 2})
+        assert out.shape == (4, 3)
+        ```
+    """
+    return _VMapped(
+        fun,
+        in_axes=in_axes,
+        jax_kwargs={
+            "out_axes": out_axes,
+            "axis_name": axis_name,
+            "axis_size": axis_size,
+        },
+        static_flags=static_flags,
+        default=default,
+        validate=validate,
+        localns=caller_namespace(1),
+    )
+
+
+class _PMapped(Transformed[_P, _R]):
+    _name = "pmap"
+
+    def __init__(
+        self,
+        fun: Callable[_P, _R],
+        *,
+        in_axes: Any,
+        jax_kwargs: dict[str, Any],
+        **kw: Any,
+    ) -> None:
+        super().__init__(fun, **kw)
+        self._in_axes = in_axes
+        self._jax_kwargs = jax_kwargs
+        self._compiled: dict[tuple[Any, ...], Callable[..., Any]] = {}
+        self._lock = threading.Lock()
+
+    def _compiled_for(self, split: Split, axes: tuple[Any, ...]) -> Callable[..., Any]:
+        config = (self._splitter.donate_argnums(split), axes)
+        compiled = self._compiled.get(config)
+        if compiled is None:
+            with self._lock:
+                compiled = self._compiled.setdefault(
+                    config,
+                    jax.pmap(
+                        self._traced,
+                        static_broadcasted_argnums=0,
+                        in_axes=(None, *axes),
+                        donate_argnums=config[0],
+                        **self._jax_kwargs,
+                    ),
+                )
+        return compiled
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        key: Key
+        key, dynamic = self._splitter.split_call(args, kwargs)
+        axes = dynamic_axes(self, self._in_axes, key[0], dynamic, args, kwargs)
+        return join_output(self._compiled_for(key[0], axes)(key, *dynamic))  # type: ignore[no-any-return]
+
+
+def pmap(
+    fun: Callable[_P, _R],
+    axis_name: Any = None,
+    *,
+    in_axes: Any = 0,
+    out_axes: Any = 0,
+    devices: Sequence[Any] | None = None,
+    backend: str | None = None,
+    axis_size: int | None = None,
+    static_flags: Any = None,
+    default: str = "infer",
+    validate: bool = True,
+) -> Callable[_P, Any]:
+    """`jax.pmap` with static leaves broadcast as static, never mapped.
+
+    **Arguments:**
+
+    - `fun`: the function to run once per device.
+    - `axis_name`, `out_axes`, `devices`, `backend`, `axis_size`: as in JAX.
+    - `in_axes`: as for `treespec.vmap` (static leaves are never mapped).
+    - `static_flags`, `default`, `validate`: as for `treespec.jit`; `Donate`
+      leaves are donated.
+
+    **Returns:**
+
+    The parallel function; compiled once per tree structure, static values
+    and axes, like `jax.pmap` with `static_broadcasted_argnums`.
+
+    !!! example
+
+        ```python
+        import jax
+        import jax.numpy as jnp
+        import treespec
+        from treespec import Static
+
+        def step(x: jnp.ndarray, k: Static[int]) -> jnp.ndarray:
+            return x * k
+
+        n = jax.local_device_count()
+        out = treespec.pmap(step)(jnp.ones((n, 3)), 2)
+        assert out.shape == (n, 3)
+        ```
+    """
+    return _PMapped(
+        fun,
+        in_axes=in_axes,
+        jax_kwargs={
+            "axis_name": axis_name,
+            "out_axes": out_axes,
+            "devices": devices,
+            "backend": backend,
+            "axis_size": axis_size,
+        },
+        static_flags=static_flags,
+        default=default,
+        validate=validate,
+        localns=caller_namespace(1),
+    )
