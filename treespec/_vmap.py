@@ -117,7 +117,7 @@ def vmap(
     static_flags: Any = None,
     default: str = "infer",
     validate: bool = True,
-) -> Callable[_P, Any]:
+) -> Callable[_P, _R]:
     """`jax.vmap` that never maps a static leaf.
 
     **Arguments:**
@@ -218,7 +218,7 @@ def pmap(
     static_flags: Any = None,
     default: str = "infer",
     validate: bool = True,
-) -> Callable[_P, Any]:
+) -> Callable[_P, _R]:
     """`jax.pmap` with static leaves broadcast as static, never mapped.
 
     **Arguments:**

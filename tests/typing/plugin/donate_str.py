@@ -1,0 +1,4 @@
+from treespec import Donate
+
+
+def f(x: Donate[str]) -> None: ...  # E: treespec-non-array-dynamic

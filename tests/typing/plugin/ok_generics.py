@@ -1,0 +1,15 @@
+import dataclasses
+from typing import Generic, TypeVar
+
+from treespec import Dynamic, Static
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class Box(Generic[T]):
+    value: T
+
+
+def f(b: Static[Box[int]], c: Dynamic[Box[float]], t: Static[T]) -> T:
+    return t

@@ -1,0 +1,4 @@
+from treespec import Static
+
+
+def f(x: Static[bytearray]) -> None: ...  # E: treespec-unhashable-static

@@ -1,0 +1,6 @@
+from jaxtyping import Array, Float
+
+from treespec import Static
+
+
+def f(x: Static[Float[Array, "n"]]) -> None: ...  # E: treespec-unhashable-static

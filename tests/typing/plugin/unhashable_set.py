@@ -1,0 +1,4 @@
+from treespec import Static
+
+
+def f(x: Static[set[int]]) -> None: ...  # E: treespec-unhashable-static

@@ -1,0 +1,359 @@
+"""A mypy plugin that reports bad specs in the editor.
+
+Enable it with one line of config::
+
+    [mypy]
+    plugins = treespec.mypy_plugin
+
+Error codes (each can be silenced alone, e.g. ``# type: ignore[treespec-nested-marker]``
+or ``disable_error_code = treespec-unhashable-static``):
+
+- ``treespec-unhashable-static``: a leaf type under ``Static[...]`` cannot be hashed.
+- ``treespec-non-array-dynamic``: a leaf type under ``Dynamic[...]``/``Donate[...]``
+  cannot be traced.
+- ``treespec-nested-marker``: a marker directly inside another.
+- ``treespec-conflicting-union``: a ``Union``/``Optional`` whose members disagree
+  on markers.
+
+The rules come from ``treespec._rules`` (the table the runtime uses). This module
+never imports JAX: ``treespec``'s ``__init__`` loads the runtime lazily.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from mypy.errorcodes import ErrorCode
+from mypy.nodes import AssignmentStmt, CallExpr, NameExpr, RefExpr, TypeInfo, Var
+from mypy.plugin import AnalyzeTypeContext, Plugin
+from mypy.types import (
+    AnyType,
+    CallableType,
+    Instance,
+    LiteralType,
+    NoneType,
+    ProperType,
+    TupleType,
+    Type,
+    TypedDictType,
+    TypeOfAny,
+    TypeVarLikeType,
+    UnboundType,
+    UninhabitedType,
+    UnionType,
+    get_proper_type,
+)
+
+from treespec._rules import ARRAY_TYPES, NON_ARRAY_TYPES, SCALAR_TYPES, UNHASHABLE_TYPES
+
+__all__ = ["plugin"]
+
+UNHASHABLE_STATIC: Final = ErrorCode(
+    "treespec-unhashable-static", "A Static leaf type is not hashable", "treespec"
+)
+NON_ARRAY_DYNAMIC: Final = ErrorCode(
+    "treespec-non-array-dynamic", "A Dynamic leaf type cannot be traced", "treespec"
+)
+NESTED_MARKER: Final = ErrorCode(
+    "treespec-nested-marker", "A marker directly inside another", "treespec"
+)
+CONFLICTING_UNION: Final = ErrorCode(
+    "treespec-conflicting-union", "Union members disagree on markers", "treespec"
+)
+
+_MARKERS: Final = ("Static", "Dynamic", "Donate")
+_MARKER_FULLNAMES: Final = {
+    f"treespec{module}.{name}": name
+    for name in _MARKERS
+    for module in ("", "._markers")
+}
+_UNIONS: Final = {
+    "typing.Union",
+    "typing.Optional",
+    "typing_extensions.Union",
+    "typing_extensions.Optional",
+}
+#: Containers that are pytree nodes: their type arguments are the leaves' types.
+_CONTAINERS: Final = {
+    "builtins.list",
+    "builtins.tuple",
+    "builtins.dict",
+    "collections.OrderedDict",
+    "collections.defaultdict",
+    "typing.Sequence",
+    "typing.Mapping",
+    "collections.abc.Sequence",
+    "collections.abc.Mapping",
+}
+_MAPPINGS: Final = {
+    "builtins.dict",
+    "collections.OrderedDict",
+    "collections.defaultdict",
+    "typing.Mapping",
+    "collections.abc.Mapping",
+}
+
+#: Types a marker hook returned: an outer marker leaves what they cover alone
+#: (the nearest marker wins). Kept alive here so their ids stay unique.
+_marked: dict[int, tuple[ProperType, str]] = {}
+
+
+def _marker_name(t: Type) -> str | None:
+    if isinstance(t, UnboundType):
+        last = t.name.rsplit(".", 1)[-1]
+        return last if last in _MARKERS else None
+    return None
+
+
+def _mro_names(info: TypeInfo) -> list[str]:
+    return [base.fullname for base in info.mro]
+
+
+def _is_dataclass(info: TypeInfo) -> bool:
+    # "dataclass_tag" is set as soon as mypy sees the decorator or the
+    # dataclass_transform base; "dataclass" only once the class is finished.
+    return any(
+        "dataclass_tag" in b.metadata or "dataclass" in b.metadata for b in info.mro
+    )
+
+
+def _fields(t: Instance) -> list[Type]:
+    """Field types of a dataclass-like Instance, generics expanded."""
+    # Imported here: importing it before mypy.types is a circular import.
+    from mypy.expandtype import expand_type_by_instance
+
+    if not _is_dataclass(t.type):
+        return []
+    out = []
+    for base in reversed(t.type.mro[:-1]):
+        for name, node in base.names.items():
+            var = node.node
+            if (
+                isinstance(var, Var)
+                and var.type is not None
+                and not var.is_classvar
+                and not name.startswith("__")
+            ):
+                out.append(expand_type_by_instance(var.type, t))
+    return out
+
+
+_FROZEN_DECORATORS: Final = {
+    "treespec._dataclass.dataclass",
+    "treespec.dataclass",
+    "flax.struct.dataclass",
+}
+
+
+def _decorator_says(info: TypeInfo) -> bool | None:
+    """True/False when a decorator on the class settles whether it is hashable."""
+    for decorator in info.defn.decorators:
+        call = decorator if isinstance(decorator, CallExpr) else None
+        target = call.callee if call is not None else decorator
+        name = target.fullname if isinstance(target, RefExpr) else ""
+        if name in _FROZEN_DECORATORS:
+            return True
+        if name != "dataclasses.dataclass":
+            continue
+        flags = {"eq": True, "frozen": False, "unsafe_hash": False}
+        if call is not None:
+            for arg_name, arg in zip(call.arg_names, call.args):
+                if arg_name in flags and isinstance(arg, NameExpr):
+                    flags[arg_name] = arg.fullname == "builtins.True"
+        return flags["frozen"] or flags["unsafe_hash"] or not flags["eq"]
+    return None
+
+
+def _hash_set_to_none(info: TypeInfo) -> bool:
+    """`__hash__ = None` in the class body (its type is not inferred yet)."""
+    for stmt in info.defn.defs.body:
+        if (
+            isinstance(stmt, AssignmentStmt)
+            and any(
+                isinstance(t, NameExpr) and t.name == "__hash__" for t in stmt.lvalues
+            )
+            and isinstance(stmt.rvalue, NameExpr)
+            and stmt.rvalue.fullname == "builtins.None"
+        ):
+            return True
+    node = info.names["__hash__"].node
+    return isinstance(get_proper_type(getattr(node, "type", None)), NoneType)
+
+
+def _unhashable_class(info: TypeInfo) -> bool:
+    """A class whose instances cannot be hashed (`__hash__` is None)."""
+    for base in info.mro[:-1]:
+        if "__hash__" in base.names:
+            return _hash_set_to_none(base)
+        if "dataclass_tag" in base.metadata or "dataclass" in base.metadata:
+            settled = _decorator_says(base)
+            if settled is not None:
+                return not settled
+            meta = base.metadata.get("dataclass")
+            if meta is not None:
+                return not meta.get("frozen", False)
+    return False
+
+
+def _leaf_problem(t: ProperType, marker: str) -> str | None:
+    """Why this leaf type cannot be under `marker`, if it cannot."""
+    if isinstance(t, (AnyType, TypeVarLikeType, NoneType, UninhabitedType)):
+        return None
+    if marker == "Static":
+        if isinstance(t, Instance):
+            names = _mro_names(t.type)
+            if any(n in UNHASHABLE_TYPES for n in names) or _unhashable_class(t.type):
+                return (
+                    f'"{t.type.name}" is not hashable, so it cannot be Static '
+                    "(static leaves are part of the compile-cache key). Mark it "
+                    "Dynamic[...] if it is an array, or use a hashable type "
+                    "(tuple, frozenset, a frozen dataclass)."
+                )
+        return None
+    if isinstance(t, (CallableType, LiteralType)):
+        what = "a callable" if isinstance(t, CallableType) else "a Literal"
+        return (
+            f"{what} cannot be traced, so it cannot be {marker}. Mark it "
+            "Static[...] instead."
+        )
+    if isinstance(t, Instance):
+        names = _mro_names(t.type)
+        if any(n in ARRAY_TYPES or n in SCALAR_TYPES for n in names):
+            return None
+        if (
+            any(n in NON_ARRAY_TYPES for n in names[:1])
+            or "builtins.str" in names
+            or "builtins.bytes" in names
+        ):
+            reason = f'"{t.type.name}" is not an array'
+        else:
+            reason = f'"{t.type.name}" is neither an array nor a registered pytree'
+        return (
+            f"{reason}, so it cannot be {marker} (traced). Mark it Static[...] instead."
+        )
+    return None
+
+
+def _walk(
+    t: Type,
+    marker: str,
+    report: Callable[[str], None],
+    seen: set[int],
+    top: bool = True,
+) -> None:
+    """Check every leaf type under a marker, looking through pytree containers."""
+    proper = get_proper_type(t)
+    if not top and id(proper) in _marked:
+        return  # an inner marker covers this subtree
+    if id(proper) in seen:
+        return
+    seen = seen | {id(proper)}
+    if isinstance(proper, UnionType):
+        for item in proper.items:
+            _walk(item, marker, report, seen, top=False)
+        return
+    if isinstance(proper, TupleType):
+        for item in proper.items:
+            _walk(item, marker, report, seen, top=False)
+        return
+    if isinstance(proper, TypedDictType):
+        for item in proper.items.values():
+            _walk(item, marker, report, seen, top=False)
+        return
+    if isinstance(proper, Instance):
+        fullname = proper.type.fullname
+        if fullname in _CONTAINERS:
+            args = proper.args[1:] if fullname in _MAPPINGS else proper.args
+            for arg in args:
+                _walk(arg, marker, report, seen, top=False)
+            return
+        fields = _fields(proper)
+        if fields:
+            if marker == "Static" and _unhashable_class(proper.type):
+                report(str(_leaf_problem(proper, marker)))
+            for field in fields:
+                _walk(field, marker, report, seen, top=False)
+            return
+    problem = _leaf_problem(proper, marker)
+    if problem is not None:
+        report(problem)
+
+
+def _analyze_marker(marker: str) -> Callable[[AnalyzeTypeContext], Type]:
+    code = UNHASHABLE_STATIC if marker == "Static" else NON_ARRAY_DYNAMIC
+
+    def hook(ctx: AnalyzeTypeContext) -> Type:
+        args = ctx.type.args
+        if len(args) != 1:
+            ctx.api.fail(f"{marker}[...] takes exactly one type", ctx.context)
+            return AnyType(TypeOfAny.from_error)
+        inner = _marker_name(args[0])
+        if inner is not None:
+            fix = (
+                f"write {marker}[...] once"
+                if inner == marker
+                else f"keep one of {inner}[...] and {marker}[...]"
+            )
+            ctx.api.fail(
+                f"{marker}[{inner}[...]]: a marker directly inside another; {fix}. "
+                "(A marker further down, inside a container, is fine: the nearest "
+                "one wins.)",
+                ctx.context,
+                code=NESTED_MARKER,
+            )
+        analyzed = ctx.api.analyze_type(args[0])
+
+        reported: set[str] = set()
+
+        def report(message: str) -> None:
+            if message not in reported:
+                reported.add(message)
+                ctx.api.fail(f"{marker}[...]: {message}", ctx.context, code=code)
+
+        _walk(analyzed, marker, report, set())
+        proper = get_proper_type(analyzed)
+        _marked[id(proper)] = (proper, marker)
+        return analyzed
+
+    return hook
+
+
+def _analyze_union(ctx: AnalyzeTypeContext) -> Type:
+    args = list(ctx.type.args)
+    if ctx.type.name.rsplit(".", 1)[-1] == "Optional" and len(args) == 1:
+        args.append(NoneType())
+    markers: list[str | None] = []
+    for arg in args:
+        if isinstance(arg, UnboundType) and arg.name.rsplit(".", 1)[-1] == "None":
+            continue
+        if isinstance(get_proper_type(arg), NoneType):
+            continue
+        markers.append(_marker_name(arg))
+    if len(set(markers)) > 1:
+        shown = ", ".join(m or "no marker" for m in markers)
+        ctx.api.fail(
+            f"Union members disagree on markers ({shown}). Put one marker around "
+            "the whole union, e.g. Static[A | B], or mark every member alike.",
+            ctx.context,
+            code=CONFLICTING_UNION,
+        )
+    return UnionType.make_union([ctx.api.analyze_type(a) for a in args])
+
+
+class TreespecPlugin(Plugin):
+    """Checks `Static`/`Dynamic`/`Donate` specs while mypy analyses types."""
+
+    def get_type_analyze_hook(
+        self, fullname: str
+    ) -> Callable[[AnalyzeTypeContext], Type] | None:
+        if fullname in _MARKER_FULLNAMES:
+            return _analyze_marker(_MARKER_FULLNAMES[fullname])
+        if fullname in _UNIONS:
+            return _analyze_union
+        return None
+
+
+def plugin(version: str) -> type[Plugin]:
+    """The entry point mypy calls."""
+    return TreespecPlugin
