@@ -25,6 +25,21 @@ class SpecError(TypeError):
     Raised at decoration time where possible, otherwise when a tree structure is
     first seen. The message names the parameter and the annotation path, and says
     how to fix it.
+
+    !!! example
+
+        ```python
+        import treespec
+        from treespec import Dynamic, Static
+
+        def f(x: Static[Dynamic[int]]) -> int:
+            return x
+
+        try:
+            treespec.jit(f)
+        except treespec.SpecError as e:
+            print(e)
+        ```
     """
 
 
@@ -49,7 +64,26 @@ class ValidationError(TypeError):
 
     Every problem found in one call is listed on its own line with three parts:
     where (argument and key path), what was expected, what came, and a hint where
-    one applies. `issues` holds them as `Issue` objects.
+    one applies. `issues` holds them as `Issue` objects (`loc`, `expected`,
+    `got`, `hint`). It is a `TypeError`.
+
+    !!! example
+
+        ```python
+        import treespec
+        from treespec import Static
+
+        @treespec.jit
+        def f(cfg: dict[str, Static[int]]) -> int:
+            return cfg["n"]
+
+        try:
+            f({"n": "3"})
+        except treespec.ValidationError as e:
+            (issue,) = e.issues
+            assert issue.loc == "argument cfg, at cfg['n']"
+            print(e)
+        ```
     """
 
     def __init__(self, issues: Sequence[Issue], context: str = "") -> None:

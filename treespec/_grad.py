@@ -12,7 +12,7 @@ from typing_extensions import ParamSpec
 from ._api import caller_namespace
 from ._errors import SpecError
 from ._plan import Kind
-from ._prefix import broadcast_tree
+from ._prefix import Entry, broadcast_tree
 from ._transform import Transformed, join_output, split_output
 
 __all__ = ["grad", "value_and_grad"]
@@ -62,8 +62,8 @@ class _Grad(Transformed[_P, Any]):
         if with_value:
             self._name = "value_and_grad"
 
-    def _selected(self, args: tuple[Any, ...]) -> list[tuple[int, list[bool]]]:
-        """For each differentiated argument: which of its leaves `wrt` selects."""
+    def _selected(self, args: tuple[Any, ...]) -> list[tuple[int, list[Entry]]]:
+        """For each differentiated argument: the `wrt` entry of each of its leaves."""
         single = isinstance(self._argnums, int)
         argnums: tuple[int, ...] = (
             (self._argnums,) if isinstance(self._argnums, int) else tuple(self._argnums)
@@ -81,13 +81,7 @@ class _Grad(Transformed[_P, Any]):
                     f"argnums {j} is out of range: {self.spec.name} was called with "
                     f"{len(args)} positional arguments."
                 )
-            entries = broadcast_tree(wrt, args[j], _is_wrt_entry, "wrt")
-            leaves = jax.tree_util.tree_leaves(args[j])
-            chosen = []
-            for entry, leaf in zip(entries, leaves):
-                value = entry.value(leaf) if callable(entry.value) else entry.value
-                chosen.append(value is None or bool(value))
-            out.append((j, chosen))
+            out.append((j, broadcast_tree(wrt, args[j], _is_wrt_entry, "wrt")))
         return out
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> Any:
@@ -98,16 +92,21 @@ class _Grad(Transformed[_P, Any]):
         starts = np.cumsum([0, *(len(jax.tree_util.tree_leaves(a)) for a in args)])
         position = {leaf: pos for pos, leaf in enumerate(split.dynamic_idx)}
         diff: list[tuple[int, int, int]] = []  # (argument, leaf within it, dyn pos)
-        for j, chosen in selected:
-            for k, want in enumerate(chosen):
+        for j, entries in selected:
+            for k, entry in enumerate(entries):
                 leaf = int(starts[j]) + k
                 pos = position.get(leaf)
                 if (
-                    want
-                    and pos is not None
-                    and split.kinds[leaf] is not Kind.STATIC
-                    and _inexact(dynamic[pos])
+                    pos is None
+                    or split.kinds[leaf] is Kind.STATIC
+                    or not _inexact(dynamic[pos])
                 ):
+                    continue
+                # A callable in `wrt` only ever sees differentiable leaves.
+                want = entry.value
+                if callable(want):
+                    want = want(dynamic[pos])
+                if want is None or want:
                     diff.append((j, k, pos))
 
         def inner(values: list[Any]) -> Any:
@@ -132,8 +131,8 @@ class _Grad(Transformed[_P, Any]):
                 grads, aux = grads
                 value = join_output(aux)
         trees = []
-        for j, chosen in selected:
-            flat: list[Any] = [None] * len(chosen)
+        for j, entries in selected:
+            flat: list[Any] = [None] * len(entries)
             for (arg, k, _), g in zip(diff, grads):
                 if arg == j:
                     flat[k] = g

@@ -39,7 +39,29 @@ _FORBIDDEN = {
 
 
 class Jitted(Transformed[_P, _R]):
-    """A function compiled by `treespec.jit`. Call it like the original."""
+    """A function compiled by `treespec.jit`. Call it like the original.
+
+    Besides the call: `.lower(*args, **kwargs)` (then `.compile()`), `.spec` (the
+    derived `Spec`), `.clear_cache()`, and `.trace_count` (how often it traced).
+
+    !!! example
+
+        ```python
+        import jax.numpy as jnp
+        import treespec
+        from treespec import Static
+
+        @treespec.jit
+        def f(x, n: Static[int]):
+            return x * n
+
+        f(jnp.ones(2), 3)
+        f(jnp.zeros(2), 3)
+        assert f.trace_count == 1
+        compiled = f.lower(jnp.ones(2), 3).compile()
+        print(compiled(jnp.ones(2), 3))
+        ```
+    """
 
     _name = "jit"
 

@@ -201,7 +201,21 @@ class Spec:
     """What a function's annotations say about every argument, derived once.
 
     Immutable and hashable. `params` follows the signature's order; `returns` is
-    the return annotation's node.
+    the return annotation's node; `tree()` renders it as an indented tree.
+
+    !!! example
+
+        ```python
+        import treespec
+        from treespec import Static
+
+        def f(n: Static[int], x: float) -> float:
+            return n * x
+
+        spec = treespec.spec_of(f)
+        assert spec.param("n").node.text == "Static[int]"
+        print(spec.tree())
+        ```
     """
 
     name: str
