@@ -10,7 +10,7 @@ import pytest
 
 from treespec._api import _spec_for
 from treespec._flags import normalize_flags
-from treespec._plan import build_plan
+from treespec._resolve import build_plan
 
 
 def resolve(

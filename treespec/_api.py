@@ -15,7 +15,8 @@ import jax
 from ._errors import SpecError, ValidationError
 from ._flags import FlagEntry, Flags, normalize_flags
 from ._hints import _Context, derive_spec, parse_annotation
-from ._plan import Kind, LeafInfo, Plan, _check_default, build_plan, walk_value
+from ._plan import Kind, LeafInfo, Plan
+from ._resolve import build_plan, check_default, walk_value
 from ._spec import Spec
 
 __all__ = ["caller_namespace", "explain", "flag_tree", "spec_of"]
@@ -145,7 +146,7 @@ def flag_tree(
         assert flags == {"n": True, "w": False}
         ```
     """
-    _check_default(default)
+    check_default(default)
     localns = caller_namespace(1)
     leaves, treedef = jax.tree_util.tree_flatten(value)
     if annotation_or_fun is not None and _is_function(annotation_or_fun):

@@ -16,7 +16,8 @@ from ._api import _spec_for, caller_namespace
 from ._errors import ValidationError
 from ._flags import Flags
 from ._hints import _Context, parse_annotation
-from ._plan import Plan, build_plan, walk_value
+from ._plan import Plan
+from ._resolve import build_plan, walk_value
 from ._spec import AnyNode
 from ._validate import check_call, pairs_of, return_pairs
 

@@ -118,7 +118,6 @@ class Jitted(Transformed[_P, _R]):
             self._compiled.clear()
             self._last_trace = None
 
-    # ----------------------------------------------------------------- slow path
     def _caller(self, split: Split) -> Callable[..., Any]:
         with self._lock:
             if split.caller is not None:
@@ -159,7 +158,6 @@ class Jitted(Transformed[_P, _R]):
             "; ".join(describe_retrace(before, now)),
         )
 
-    # ------------------------------------------------------------------ hot path
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         key, dynamic = self._split_call(args, kwargs)
         split = key[0]

@@ -8,7 +8,8 @@ import jax
 
 from ._errors import SpecError
 from ._flags import FlagEntry
-from ._plan import Kind, walk_value
+from ._plan import Kind
+from ._resolve import walk_value
 from ._spec import AnyNode
 
 __all__ = ["combine", "leaf_kinds", "partition"]

@@ -14,7 +14,7 @@ from jax.tree_util import keystr
 
 from ._errors import SpecError
 from ._flags import key_name
-from ._plan import _children
+from ._resolve import child_items
 from ._spec import Spec
 
 __all__ = ["Entry", "broadcast_call", "broadcast_tree", "top_entry"]
@@ -47,7 +47,7 @@ def _broadcast(
     where: str,
     out: list[Entry],
 ) -> None:
-    children = _children(tree)
+    children = child_items(tree)
     if is_entry(prefix):
         if children is None:
             out.append(Entry(prefix, where, exact=True))

@@ -18,12 +18,14 @@ from typing import Any
 import jax
 from jax.tree_util import keystr
 
-from ._errors import Issue, ValidationError, describe_value, location
+from ._diagnose import aval, static_issue, traced_issue
+from ._errors import Issue, ValidationError
 from ._flags import Flags, flag_kind
 from ._markers import Marker
-from ._plan import Kind, Plan, Split, _getter, build_plan, walk_value
+from ._plan import Kind, Plan, Split, _getter
 from ._prefix import broadcast_call, top_entry
-from ._rules import is_array, is_array_like
+from ._resolve import build_plan, walk_value
+from ._rules import is_array_like
 from ._spec import AnyNode, Node, Param, PyTreeNode, Spec, _ClassBacked
 from ._validate import Pair, check_call, pairs_of
 
@@ -150,7 +152,6 @@ class Splitter:
             self._kw_plans.clear()
             self._fast_plans.clear()
 
-    # ------------------------------------------------------------------ per call
     def split_call(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[Key, tuple[Any, ...]]:
@@ -180,7 +181,6 @@ class Splitter:
         static = split.get_static(leaves)
         return (split, *static, *map(type, static)), split.get_dynamic(leaves)
 
-    # ----------------------------------------------------------------- slow path
     def _plan(self, args: Any, kwargs: Any, treedef: Any, layout: str) -> Plan:
         plans = {"kwargs": self._kw_plans, "fast": self._fast_plans}.get(
             layout, self._plans
@@ -231,7 +231,6 @@ class Splitter:
         )
         return [*whole, *(entry.value for entry in leaves)]
 
-    # ------------------------------------------------------------ jax call layout
     def donate_argnums(self, split: Split, offset: int = 1) -> tuple[int, ...]:
         """Positions of donated dynamic arguments in the call `(key, *dynamic)`."""
         n_whole = len(self.whole_idx) if split.plan.layout == "fast" else 0
@@ -323,15 +322,14 @@ class Splitter:
         described: dict[str, str] = {}
         for param, value in self.whole_values(key, dynamic):
             for path, leaf in jax.tree_util.tree_flatten_with_path(value)[0]:
-                described[param.name + keystr(path)] = _aval(leaf)
+                described[param.name + keystr(path)] = aval(leaf)
         n = len(self.whole_idx) if split.plan.layout == "fast" else 0
         for i, v in zip(split.static_idx, key_static(key)):
             described[split.plan.infos[i].path] = f"{v!r} ({type(v).__name__})"
         for i, v in zip(split.dynamic_idx, dynamic[n:]):
-            described[split.plan.infos[i].path] = _aval(v)
+            described[split.plan.infos[i].path] = aval(v)
         return described
 
-    # ------------------------------------------------------------------- errors
     def diagnose(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> ValidationError | None:
@@ -345,7 +343,7 @@ class Splitter:
                     where = param.name + keystr(path)
                     if not is_array_like(leaf):
                         issues.append(
-                            _traced_issue(
+                            traced_issue(
                                 param.name,
                                 where,
                                 leaf,
@@ -369,54 +367,13 @@ class Splitter:
     ) -> ValidationError | None:
         issues = []
         for i in split.static_idx:
-            issue = _static_issue(split, i, leaves[i])
+            issue = static_issue(split, i, leaves[i])
             if issue is not None:
                 issues.append(issue)
         for i in split.dynamic_idx:
             info = split.plan.infos[i]
             if not is_array_like(leaves[i]):
                 issues.append(
-                    _traced_issue(info.argument, info.path, leaves[i], info.source)
+                    traced_issue(info.argument, info.path, leaves[i], info.source)
                 )
         return ValidationError(issues, self.spec.name) if issues else None
-
-
-def _aval(value: Any) -> str:
-    dims = ",".join(str(d) for d in getattr(value, "shape", ()))
-    return f"{getattr(value, 'dtype', type(value).__name__)}[{dims}]"
-
-
-def _traced_issue(argument: str, path: str, leaf: Any, source: str) -> Issue:
-    return Issue(
-        location(argument, path),
-        f"an array or Python scalar, since it is traced ({source})",
-        describe_value(leaf),
-        "mark it Static[...] (or static_flags=True) to hold it static",
-    )
-
-
-def _static_issue(split: Split, i: int, leaf: Any) -> Issue | None:
-    info = split.plan.infos[i]
-    loc = location(info.argument, info.path)
-    if isinstance(leaf, jax.core.Tracer):
-        return Issue(
-            loc,
-            f"a static (hashable) value ({info.source})",
-            describe_value(leaf, tracer_note=True),
-            "a traced value reached a static leaf (this call is inside "
-            "jax.jit/vmap/grad of your code): mark it Dynamic[...] or pass "
-            "static_flags=False for it.",
-        )
-    try:
-        hash(leaf)
-    except TypeError:
-        hint = "mark it Dynamic[...] (or static_flags=False) to trace it"
-        if not is_array(leaf):
-            hint = "static leaves must be hashable: use a tuple or frozenset"
-        return Issue(
-            loc,
-            f"a hashable value, since it is static ({info.source})",
-            describe_value(leaf),
-            hint,
-        )
-    return None

@@ -16,7 +16,7 @@ from ._checked import validation_enabled
 from ._errors import SpecError, ValidationError
 from ._flags import Flags, normalize_flags
 from ._partition import combine
-from ._plan import _check_default
+from ._resolve import check_default
 from ._rules import is_array
 from ._spec import AnyNode, Spec
 from ._splitter import Key, Splitter
@@ -87,7 +87,7 @@ class Transformed(Generic[_P, _R]):
         allow_whole: bool = False,
         in_shardings: Any = None,
     ) -> None:
-        _check_default(default)
+        check_default(default)
         functools.update_wrapper(cast(Any, self), fun)
         self._fun = fun
         self.__treespec_spec__ = _spec_for(fun, localns)

@@ -212,7 +212,7 @@ def check_call(arguments: Sequence[Pair], returned: Sequence[Pair] = ()) -> list
 def return_pairs(value: Any, node: Node) -> tuple[list[Pair], list[Issue]]:
     """The return value's leaves against the return annotation, and its shape issues."""
     from ._errors import RETURN
-    from ._plan import walk_value
+    from ._resolve import walk_value
 
     infos, issues, _ = walk_value(
         value, node, path=RETURN, argument=RETURN, default="infer", check=True

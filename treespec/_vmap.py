@@ -76,8 +76,8 @@ def dynamic_axes(
     return tuple(axes)
 
 
-class _VMapped(Transformed[_P, _R]):
-    _name = "vmap"
+class _AxisMapped(Transformed[_P, _R]):
+    """What vmap and pmap share: `in_axes` over the dynamic leaves, JAX options."""
 
     def __init__(
         self,
@@ -93,6 +93,10 @@ class _VMapped(Transformed[_P, _R]):
         self._tree_out_axes = not isinstance(
             jax_kwargs.get("out_axes", 0), (int, type(None))
         )
+
+
+class _VMapped(_AxisMapped[_P, _R]):
+    _name = "vmap"
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         key, dynamic = self._splitter.split_call(args, kwargs)
@@ -165,20 +169,11 @@ def vmap(
     )
 
 
-class _PMapped(Transformed[_P, _R]):
+class _PMapped(_AxisMapped[_P, _R]):
     _name = "pmap"
 
-    def __init__(
-        self,
-        fun: Callable[_P, _R],
-        *,
-        in_axes: Any,
-        jax_kwargs: dict[str, Any],
-        **kw: Any,
-    ) -> None:
+    def __init__(self, fun: Callable[_P, _R], **kw: Any) -> None:
         super().__init__(fun, **kw)
-        self._in_axes = in_axes
-        self._jax_kwargs = jax_kwargs
         self._compiled: dict[tuple[Any, ...], Callable[..., Any]] = {}
         self._lock = threading.Lock()
 

@@ -1,0 +1,54 @@
+"""Issues for leaves that made a call fail: what each leaf should have been."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+from ._errors import Issue, describe_value, location
+from ._plan import Split
+from ._rules import is_array
+
+__all__ = ["aval", "static_issue", "traced_issue"]
+
+
+def aval(value: Any) -> str:
+    dims = ",".join(str(d) for d in getattr(value, "shape", ()))
+    return f"{getattr(value, 'dtype', type(value).__name__)}[{dims}]"
+
+
+def traced_issue(argument: str, path: str, leaf: Any, source: str) -> Issue:
+    return Issue(
+        location(argument, path),
+        f"an array or Python scalar, since it is traced ({source})",
+        describe_value(leaf),
+        "mark it Static[...] (or static_flags=True) to hold it static",
+    )
+
+
+def static_issue(split: Split, i: int, leaf: Any) -> Issue | None:
+    info = split.plan.infos[i]
+    loc = location(info.argument, info.path)
+    if isinstance(leaf, jax.core.Tracer):
+        return Issue(
+            loc,
+            f"a static (hashable) value ({info.source})",
+            describe_value(leaf, tracer_note=True),
+            "a traced value reached a static leaf (this call is inside "
+            "jax.jit/vmap/grad of your code): mark it Dynamic[...] or pass "
+            "static_flags=False for it.",
+        )
+    try:
+        hash(leaf)
+    except TypeError:
+        hint = "mark it Dynamic[...] (or static_flags=False) to trace it"
+        if not is_array(leaf):
+            hint = "static leaves must be hashable: use a tuple or frozenset"
+        return Issue(
+            loc,
+            f"a hashable value, since it is static ({info.source})",
+            describe_value(leaf),
+            hint,
+        )
+    return None

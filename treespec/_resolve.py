@@ -1,0 +1,394 @@
+"""Walking a value through its annotations: one `LeafInfo` per leaf, in order.
+
+The walk follows the value's own pytree structure (so leaf order is JAX's
+flatten order) and, alongside, the annotation nodes and any flag tree; it picks
+the nearest marker for each leaf, and (when asked) notes where the value's
+structure disagrees with its annotation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+from jax.tree_util import DictKey, GetAttrKey, SequenceKey, keystr
+
+from ._errors import Issue, SpecError, describe_value, location
+from ._flags import FlagEntry, Flags, flag_child, flag_kind, key_name
+from ._hints import _Context, _is_class_backed, parse_annotation
+from ._markers import Marker
+from ._plan import _MARKER_KIND, Kind, LeafInfo, Plan, _not_array
+from ._spec import (
+    AnyNode,
+    ClassNode,
+    LeafNode,
+    MappingNode,
+    Node,
+    NoneNode,
+    PyTreeNode,
+    SequenceNode,
+    Spec,
+    UnionNode,
+)
+
+__all__ = ["DEFAULTS", "build_plan", "check_default", "child_items", "walk_value"]
+
+DEFAULTS: tuple[str, ...] = ("infer", "static", "dynamic", "error")
+
+
+@dataclasses.dataclass
+class _Walk:
+    default: str
+    check: bool
+    infos: list[LeafInfo] = dataclasses.field(default_factory=list)
+    issues: list[Issue] = dataclasses.field(default_factory=list)
+    uncovered: list[str] = dataclasses.field(default_factory=list)
+
+
+_class_nodes: dict[type, Node] = {}
+_class_lock = threading.Lock()
+
+
+def _node_for_class(cls: type) -> Node:
+    """The node of an unannotated value whose class carries annotations (`self`)."""
+    node = _class_nodes.get(cls)
+    if node is None:
+        with _class_lock:
+            node = _class_nodes.get(cls)
+            if node is None:
+                import sys
+
+                module = sys.modules.get(cls.__module__)
+                ctx = _Context(dict(vars(module)) if module else {}, {})
+                node = parse_annotation(cls, ctx, cls.__qualname__)
+                _class_nodes[cls] = node
+    return node
+
+
+def child_items(value: Any) -> list[tuple[Any, Any]] | None:
+    """Immediate children of a pytree node with their keys; None for a leaf."""
+    if value is None:
+        return []
+    pairs, treedef_ = jax.tree_util.tree_flatten_with_path(
+        value, is_leaf=lambda x: x is not value
+    )
+    treedef: Any = treedef_
+    if treedef.num_nodes == 1 and treedef.num_leaves == 1 and not pairs[0][0]:
+        return None
+    return [(path[0], child) for path, child in pairs]
+
+
+def _pick(node: UnionNode, value: Any) -> Node:
+    """The union member that fits the value best (markers agree anyway)."""
+    fallback: Node | None = None
+    for member in node.members:
+        if isinstance(member, NoneNode):
+            if value is None:
+                return member
+            continue
+        if not _structure_issue(member, value):
+            return member
+        fallback = fallback or member
+    return fallback or AnyNode()
+
+
+def _structure_issue(node: Node, value: Any) -> str | None:
+    """What is wrong with the value's container type for this node, if anything."""
+    if isinstance(node, (AnyNode, PyTreeNode)):
+        return None
+    if isinstance(node, NoneNode):
+        return None if value is None else "None"
+    if isinstance(node, UnionNode):
+        if any(_structure_issue(m, value) is None for m in node.members):
+            return None
+        return node.text
+    if isinstance(node, MappingNode):
+        return None if isinstance(value, dict) else node.text or "dict"
+    if isinstance(node, SequenceNode):
+        ok = isinstance(value, node.container) and not (
+            node.container is tuple and hasattr(value, "_fields")
+        )
+        return None if ok else node.text or node.container.__name__
+    if isinstance(node, ClassNode):
+        return None if isinstance(value, node.cls) else node.text
+    if isinstance(node, LeafNode):
+        ann = node.annotation
+        container = value is None or isinstance(value, (dict, list, tuple))
+        if node.is_array:
+            return node.text if container else None
+        if isinstance(ann, type) and container and not isinstance(value, ann):
+            return node.text
+    return None
+
+
+def _walk(
+    w: _Walk,
+    value: Any,
+    node: Node,
+    path: str,
+    argument: str,
+    marker: tuple[Marker, str] | None,
+    flag: FlagEntry,
+    flag_src: str,
+) -> None:
+    if isinstance(node, UnionNode):
+        node = _pick(node, value)
+    if (
+        isinstance(node, AnyNode)
+        and flag_kind(flag) != "bool"  # a bool flag decides: class markers can't
+        and not isinstance(value, dict)
+        and _is_class_backed(type(value))
+    ):
+        node = _node_for_class(type(value))
+    if node.marker is not None:
+        marker = (node.marker, f"{node.marker.title} on {node.origin}")
+
+    if w.check:
+        wrong = _structure_issue(node, value)
+        if wrong is not None:
+            w.issues.append(
+                Issue(location(argument, path), wrong, describe_value(value))
+            )
+            node = AnyNode()
+
+    children = child_items(value)
+    if children is None:
+        _leaf(w, value, node, path, argument, marker, flag, flag_src)
+        return
+
+    names = [key_name(k) for k, _ in children]
+    if w.check and isinstance(node, MappingNode) and node.is_typeddict:
+        present = set(names)
+        for missing in sorted(node.body.required - present):
+            w.issues.append(
+                Issue(
+                    location(argument, f"{path}[{missing!r}]"),
+                    f"required key {missing!r} of {node.cls.__qualname__}",
+                    "nothing (the key is missing)",
+                )
+            )
+        for extra in names:
+            if extra not in node.fields:
+                w.issues.append(
+                    Issue(
+                        location(argument, f"{path}[{extra!r}]"),
+                        f"one of the keys of {node.cls.__qualname__} "
+                        f"({', '.join(map(repr, node.fields))})",
+                        f"an unexpected key {extra!r}",
+                    )
+                )
+    if (
+        w.check
+        and isinstance(node, SequenceNode)
+        and node.items is not None
+        and len(names) != len(node.items)
+    ):
+        w.issues.append(
+            Issue(
+                location(argument, path),
+                f"{node.text} (length {len(node.items)})",
+                f"{type(value).__name__} of length {len(names)}",
+            )
+        )
+    for index, (key, child) in enumerate(children):
+        sub_flag = flag_child(flag, key, index, names, flag_src)
+        sub_src = flag_src
+        if flag_kind(flag) not in ("none", "bool", "callable"):
+            sub_src = flag_src + keystr((key,))
+        _walk(
+            w,
+            child,
+            _child_node(node, key, index),
+            path + keystr((key,)),
+            argument,
+            marker,
+            sub_flag,
+            sub_src,
+        )
+
+
+def _child_node(node: Node, key: Any, index: int) -> Node:
+    if isinstance(node, PyTreeNode):
+        return node
+    if isinstance(node, MappingNode) and isinstance(key, DictKey):
+        found = node.fields.get(key.key)
+        if found is not None:
+            return found
+        return node.values if node.values is not None else AnyNode()
+    if isinstance(node, SequenceNode) and isinstance(key, SequenceKey):
+        return node.child_at(key.idx) or AnyNode()
+    if isinstance(node, ClassNode):
+        if isinstance(key, GetAttrKey):
+            return node.fields.get(key.name) or AnyNode()
+        if isinstance(key, SequenceKey):
+            fields = list(node.fields.values())
+            return fields[key.idx] if key.idx < len(fields) else AnyNode()
+    return AnyNode()
+
+
+def _leaf(
+    w: _Walk,
+    value: Any,
+    node: Node,
+    path: str,
+    argument: str,
+    marker: tuple[Marker, str] | None,
+    flag: FlagEntry,
+    flag_src: str,
+) -> None:
+    if isinstance(node, PyTreeNode):
+        node = node.leaf
+        if isinstance(node, UnionNode):
+            node = _pick(node, value)
+        if node.marker is not None:
+            marker = (node.marker, f"{node.marker.title} on {node.origin}")
+    kind = flag_kind(flag)
+    if kind in ("mapping", "sequence", "object"):
+        raise SpecError(
+            f"{flag_src} is a {type(flag).__name__} but the argument at {path} is a "
+            f"leaf ({describe_value(value)}); give True/False/None or a callable here."
+        )
+    traced = Kind.DONATE if marker and marker[0] is Marker.DONATE else Kind.DYNAMIC
+    if kind == "bool":
+        fixed = Kind.STATIC if flag else traced
+        w.infos.append(LeafInfo(path, argument, fixed, flag_src, node, traced))
+        return
+    if kind == "callable":
+        w.infos.append(
+            LeafInfo(path, argument, None, f"{flag_src} (callable)", node, traced, flag)
+        )
+        return
+    if marker is not None:
+        w.infos.append(
+            LeafInfo(path, argument, _MARKER_KIND[marker[0]], marker[1], node)
+        )
+        return
+    if w.default == "static":
+        w.infos.append(LeafInfo(path, argument, Kind.STATIC, "default 'static'", node))
+    elif w.default == "dynamic":
+        w.infos.append(
+            LeafInfo(path, argument, Kind.DYNAMIC, "default 'dynamic'", node)
+        )
+    else:
+        if w.default == "error":
+            w.uncovered.append(path)
+        w.infos.append(
+            LeafInfo(
+                path, argument, None, "default 'infer'", node, Kind.DYNAMIC, _not_array
+            )
+        )
+
+
+def walk_value(
+    value: Any,
+    node: Node,
+    *,
+    path: str = "",
+    argument: str = "value",
+    flags: FlagEntry = None,
+    flag_src: str = "flags",
+    default: str = "infer",
+    check: bool = True,
+) -> tuple[list[LeafInfo], list[Issue], list[str]]:
+    """Resolve every leaf of one value against one annotation node."""
+    w = _Walk(default=default, check=check)
+    _walk(w, value, node, path, argument, None, flags, flag_src)
+    return w.infos, w.issues, w.uncovered
+
+
+def check_default(default: str) -> None:
+    if default not in DEFAULTS:
+        raise SpecError(
+            f"default must be one of {', '.join(map(repr, DEFAULTS))}; got {default!r}."
+        )
+
+
+def build_plan(
+    spec: Spec,
+    flags: Flags,
+    default: str,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    treedef: Any,
+    *,
+    signature: inspect.Signature | None = None,
+    check: bool = True,
+    skip: frozenset[int] = frozenset(),
+) -> tuple[Plan, list[Issue]]:
+    """Resolve every leaf of `(args, kwargs)`, in `jax.tree_util` flatten order.
+
+    Positional arguments whose index is in `skip` are left out (the caller hands
+    them to JAX whole).
+    """
+    check_default(default)
+    if signature is not None:
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{spec.name}(): {exc}") from None
+    w = _Walk(default=default, check=check)
+    positional = spec.positional
+    var_pos = spec.var_positional
+    var_kw = spec.var_keyword
+    for i, value in enumerate(args):
+        if i in skip:
+            continue
+        if i < len(positional):
+            param = positional[i]
+            name = param.name
+            flag = flags.by_name.get(name)
+            src = flags.source.get(name, "static_flags")
+        else:
+            assert var_pos is not None
+            param = var_pos
+            j = i - len(positional)
+            name = f"{var_pos.name}[{j}]"
+            if j < len(flags.extra_positional):
+                flag = flags.extra_positional[j]
+                src = f"static_flags[{i}]"
+            else:
+                outer: Any = flags.by_name.get(var_pos.name)
+                if flag_kind(outer) == "sequence":
+                    if j >= len(outer):
+                        raise SpecError(
+                            f"static_flags[{var_pos.name!r}] has {len(outer)} entries "
+                            f"but the call passes more *{var_pos.name} arguments."
+                        )
+                    flag, src = outer[j], f"static_flags[{var_pos.name!r}][{j}]"
+                else:
+                    flag, src = outer, f"static_flags[{var_pos.name!r}]"
+        _walk(w, value, param.node, name, name, None, flag, src)
+    for key in sorted(kwargs):
+        value = kwargs[key]
+        named = spec.param(key)
+        if named is not None and named.kind not in (
+            inspect.Parameter.VAR_KEYWORD,
+            inspect.Parameter.VAR_POSITIONAL,
+        ):
+            flag = flags.by_name.get(key)
+            src = flags.source.get(key, f"static_flags[{key!r}]")
+            _walk(w, value, named.node, key, key, None, flag, src)
+            continue
+        assert var_kw is not None
+        outer_kw: Any = flags.by_name.get(var_kw.name)
+        if flag_kind(outer_kw) == "mapping":
+            flag = outer_kw.get(key)
+        elif flag_kind(outer_kw) in ("bool", "callable"):
+            flag = outer_kw
+        else:
+            flag = None
+        name = f"{var_kw.name}[{key!r}]"
+        src = f"static_flags[{var_kw.name!r}][{key!r}]"
+        _walk(w, value, var_kw.node, name, name, None, flag, src)
+    if w.uncovered:
+        raise SpecError(
+            f"default='error' and no marker or flag covers "
+            f"{', '.join(w.uncovered)} in the call of {spec.name}. Annotate these "
+            "leaves with Static[...]/Dynamic[...], pass static_flags, or choose "
+            "another default."
+        )
+    return Plan(treedef, tuple(w.infos)), w.issues
