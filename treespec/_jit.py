@@ -13,11 +13,13 @@ from typing_extensions import ParamSpec
 
 from ._api import caller_namespace
 from ._errors import Issue, SpecError, ValidationError
+from ._partition import combine
 from ._plan import Split
 from ._retrace import describe_retrace
 from ._splitter import Key, Splitter, key_split
 from ._transform import (
     Transformed,
+    _WithStatic,
     join_output,
     no_tree_for_static_outputs,
     split_output,
@@ -170,7 +172,9 @@ class Jitted(Transformed[_P, _R]):
             # Raised from None: the JAX error stays reachable as __context__
             # without being printed ahead of the one that names the leaf.
             raise error from None
-        return join_output(out)  # type: ignore[no-any-return]
+        if type(out) is _WithStatic:  # inlined join_output: this is the hot path
+            return combine(out.dynamic, out.static)  # type: ignore[no-any-return]
+        return out  # type: ignore[no-any-return]
 
     def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> Lowered:
         """Lower for these arguments, as `jax.jit(...).lower`; `.compile()` runs."""

@@ -64,13 +64,16 @@ class LeafInfo:
         return Kind.STATIC if self.probe(value) else self.traced_kind
 
 
-def _getter(indices: Sequence[int]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
-    """A fast `leaves -> tuple(leaves[i] for i in indices)`."""
-    if not indices:
-        return lambda _: ()
-    if len(indices) == 1:
-        (i,) = indices
-        return lambda leaves: (leaves[i],)
+def _getter(indices: Sequence[int]) -> Callable[[Sequence[Any]], Sequence[Any]]:
+    """A fast `leaves -> [leaves[i] for i in indices]`, with no Python frame.
+
+    A run of consecutive indices (the common case, and the empty one) is one
+    slice; otherwise an `itemgetter`, which returns a tuple when given two or
+    more indices.
+    """
+    if not indices or list(indices) == list(range(indices[0], indices[-1] + 1)):
+        start = indices[0] if indices else 0
+        return operator.itemgetter(slice(start, start + len(indices)))
     return operator.itemgetter(*indices)
 
 

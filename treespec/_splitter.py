@@ -11,6 +11,7 @@ handed to JAX as they are, and checked against their annotation while tracing.
 from __future__ import annotations
 
 import inspect
+import operator
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -136,8 +137,9 @@ class Splitter:
         # not inside a 1-tuple: a tree level less on every call.
         self.single_mixed = len(self.mixed_idx) == 1
         if self.single_mixed:
-            (only,) = self.mixed_idx
-            self.get_mixed: Callable[[Sequence[Any]], Any] = lambda a: a[only]
+            self.get_mixed: Callable[[Sequence[Any]], Any] = operator.itemgetter(
+                self.mixed_idx[0]
+            )
         else:
             self.get_mixed = _getter(self.mixed_idx)
         self._lock = threading.RLock()
@@ -154,7 +156,7 @@ class Splitter:
 
     def split_call(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[Key, tuple[Any, ...]]:
+    ) -> tuple[Key, Sequence[Any]]:
         """The static key and the dynamic arguments of one call."""
         if kwargs:
             leaves, treedef = _flatten((args, kwargs))
