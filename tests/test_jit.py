@@ -497,3 +497,29 @@ def test_keyword_and_positional_calls_agree() -> None:
     p = {"a": jnp.ones(2), "b": jnp.ones(2)}
     np.testing.assert_allclose(f(p, 2), f(p, k=2))
     np.testing.assert_allclose(f(p=p, k=2), f(p, 2))
+
+
+def test_resolution_runs_once_per_tree_structure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import treespec._splitter as splitter
+
+    builds: list[int] = []
+    original = splitter.build_plan
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        builds.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(splitter, "build_plan", counting)
+
+    @treespec.jit
+    def f(x: jax.Array, cfg: Static[dict[str, Any]]) -> jax.Array:
+        return x
+
+    for k in range(4):  # new static values, same structure: no new plan
+        f(jnp.ones(2), {"k": k})
+    assert len(builds) == 1
+    f(jnp.ones(2), {"k": 1, "extra": 2})  # a new structure: one more plan
+    f(jnp.ones(2), {"k": 5, "extra": 6})
+    assert len(builds) == 2

@@ -8,7 +8,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any, TextIO
+from typing import Any
 
 import jax
 
@@ -246,8 +246,8 @@ def explain_text(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     localns: Mapping[str, Any],
-    file: TextIO | None = None,
 ) -> str:
+    """What `explain` prints: the annotation tree, or one line per leaf of a call."""
     spec = _spec_for(fun, localns)
     if not args and not kwargs:
         return spec.tree()

@@ -190,17 +190,8 @@ def grad(
         assert grads["steps"] is None and float(grads["w"][0]) == 4.0
         ```
     """
-    return _Grad(
-        fun,
-        argnums=argnums,
-        has_aux=has_aux,
-        wrt=wrt,
-        with_value=False,
-        static_flags=static_flags,
-        default=default,
-        validate=validate,
-        localns=caller_namespace(1),
-    )
+    options = {k: v for k, v in locals().items() if k != "fun"}
+    return _Grad(fun, with_value=False, localns=caller_namespace(1), **options)
 
 
 def value_and_grad(
@@ -236,14 +227,5 @@ def value_and_grad(
         assert float(value) == 2.0 and grads["name"] is None
         ```
     """
-    return _Grad(
-        fun,
-        argnums=argnums,
-        has_aux=has_aux,
-        wrt=wrt,
-        with_value=True,
-        static_flags=static_flags,
-        default=default,
-        validate=validate,
-        localns=caller_namespace(1),
-    )
+    options = {k: v for k, v in locals().items() if k != "fun"}
+    return _Grad(fun, with_value=True, localns=caller_namespace(1), **options)

@@ -12,8 +12,8 @@ or ``disable_error_code = treespec-unhashable-static``):
 - ``treespec-non-array-dynamic``: a leaf type under ``Dynamic[...]``/``Donate[...]``
   cannot be traced.
 - ``treespec-nested-marker``: a marker directly inside another.
-- ``treespec-conflicting-union``: a ``Union``/``Optional`` whose members disagree
-  on markers.
+- ``treespec-conflicting-union``: a union (``Union``/``Optional`` or ``A | B``)
+  whose members disagree on markers.
 
 The rules come from ``treespec._rules`` (the table the runtime uses). This module
 never imports JAX: ``treespec``'s ``__init__`` loads the runtime lazily.
@@ -25,7 +25,16 @@ from collections.abc import Callable
 from typing import Final
 
 from mypy.errorcodes import ErrorCode
-from mypy.nodes import AssignmentStmt, CallExpr, NameExpr, RefExpr, TypeInfo, Var
+from mypy.nodes import (
+    AssignmentStmt,
+    CallExpr,
+    ClassDef,
+    FuncDef,
+    NameExpr,
+    RefExpr,
+    TypeInfo,
+    Var,
+)
 from mypy.plugin import AnalyzeTypeContext, Plugin
 from mypy.types import (
     AnyType,
@@ -302,6 +311,7 @@ def _analyze_marker(marker: str) -> Callable[[AnalyzeTypeContext], Type]:
                 ctx.context,
                 code=NESTED_MARKER,
             )
+        _check_pep604_unions(ctx)
         analyzed = ctx.api.analyze_type(args[0])
 
         reported: set[str] = set()
@@ -319,25 +329,82 @@ def _analyze_marker(marker: str) -> Callable[[AnalyzeTypeContext], Type]:
     return hook
 
 
+def _disagreement(items: list[Type]) -> str | None:
+    """The markers of a union's members, when they disagree (None aside)."""
+    markers: list[str | None] = []
+    for item in items:
+        if isinstance(item, UnboundType) and item.name.rsplit(".", 1)[-1] == "None":
+            continue
+        if isinstance(get_proper_type(item), NoneType):
+            continue
+        markers.append(_marker_name(item))
+    if len(set(markers)) > 1:
+        return ", ".join(m or "no marker" for m in markers)
+    return None
+
+
+def _union_message(shown: str) -> str:
+    return (
+        f"Union members disagree on markers ({shown}). Put one marker around the "
+        "whole union, e.g. Static[A | B], or mark every member alike."
+    )
+
+
+def _raw_types(statement: object) -> list[Type]:
+    """The annotations of the statement being analysed, before analysis."""
+    if isinstance(statement, FuncDef) and isinstance(
+        statement.unanalyzed_type, CallableType
+    ):
+        raw = statement.unanalyzed_type
+        return [*raw.arg_types, raw.ret_type]
+    if isinstance(statement, ClassDef):
+        return [
+            s.unanalyzed_type
+            for s in statement.defs.body
+            if isinstance(s, AssignmentStmt) and s.unanalyzed_type is not None
+        ]
+    if isinstance(statement, AssignmentStmt) and statement.unanalyzed_type:
+        return [statement.unanalyzed_type]
+    return []
+
+
+_checked_unions: set[tuple[str, int, int]] = set()
+
+
+def _check_pep604_unions(ctx: AnalyzeTypeContext) -> None:
+    """`A | B` unions reach no plugin hook: look for them when a marker is seen.
+
+    The statement being analysed (a function, a class body) still holds its
+    unanalysed annotations; their `|` unions are checked once each.
+    """
+    semantic = getattr(ctx.api, "api", None)
+    module = str(getattr(semantic, "cur_mod_id", ""))
+    stack = _raw_types(getattr(semantic, "statement", None))
+    while stack:
+        t = stack.pop()
+        if isinstance(t, UnionType):
+            stack.extend(t.items)
+            place = (module, t.line, t.column)
+            if t.uses_pep604_syntax and place not in _checked_unions:
+                _checked_unions.add(place)
+                shown = _disagreement(list(t.items))
+                if shown is not None:
+                    ctx.api.fail(_union_message(shown), t, code=CONFLICTING_UNION)
+        elif isinstance(t, UnboundType):
+            stack.extend(t.args)
+        elif isinstance(t, CallableType):
+            stack.extend([*t.arg_types, t.ret_type])
+        elif isinstance(t, TupleType):
+            stack.extend(t.items)
+
+
 def _analyze_union(ctx: AnalyzeTypeContext) -> Type:
     args = list(ctx.type.args)
     if ctx.type.name.rsplit(".", 1)[-1] == "Optional" and len(args) == 1:
         args.append(NoneType())
-    markers: list[str | None] = []
-    for arg in args:
-        if isinstance(arg, UnboundType) and arg.name.rsplit(".", 1)[-1] == "None":
-            continue
-        if isinstance(get_proper_type(arg), NoneType):
-            continue
-        markers.append(_marker_name(arg))
-    if len(set(markers)) > 1:
-        shown = ", ".join(m or "no marker" for m in markers)
-        ctx.api.fail(
-            f"Union members disagree on markers ({shown}). Put one marker around "
-            "the whole union, e.g. Static[A | B], or mark every member alike.",
-            ctx.context,
-            code=CONFLICTING_UNION,
-        )
+    shown = _disagreement(args)
+    if shown is not None:
+        ctx.api.fail(_union_message(shown), ctx.context, code=CONFLICTING_UNION)
     return UnionType.make_union([ctx.api.analyze_type(a) for a in args])
 
 
