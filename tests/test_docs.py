@@ -56,3 +56,11 @@ def test_public_functions_are_documented() -> None:
         assert "```python" in doc, f"{name} has no example"
         if callable(obj) and not isinstance(obj, type):
             assert "**Arguments:**" in doc and "**Returns:**" in doc, name
+
+
+def test_marker_docstring_examples_run() -> None:
+    source = (ROOT / "treespec" / "_markers.py").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", source, flags=re.S)
+    assert len(blocks) == 3
+    for block in blocks:
+        exec(compile(block, "treespec._markers", "exec", dont_inherit=True), {})

@@ -34,13 +34,46 @@ class Marker(enum.Enum):
 _T = TypeVar("_T")
 
 Static = Annotated[_T, Marker.STATIC]
-"""Every leaf below is held static: part of the compile-cache key, must be hashable."""
+"""`Static[T]`: every leaf below is held static (part of the compile-cache key).
+
+Such leaves must be hashable; they reach the traced function as Python values.
+To a type checker `Static[T]` is `T`.
+
+```python
+from typing import TypedDict
+from treespec import Static
+
+class Config(TypedDict):
+    n_layers: Static[int]
+```
+"""
 
 Dynamic = Annotated[_T, Marker.DYNAMIC]
-"""Every leaf below is traced: it must be array-like."""
+"""`Dynamic[T]`: every leaf below is traced; it must be array-like.
+
+Arrays and Python/NumPy scalars qualify. To a type checker `Dynamic[T]` is `T`.
+
+```python
+import jax
+from treespec import Dynamic
+
+def step(params: Dynamic[dict[str, jax.Array]], lr: Dynamic[float]): ...
+```
+"""
 
 Donate = Annotated[_T, Marker.DONATE]
-"""Every leaf below is traced and its buffer donated to the computation."""
+"""`Donate[T]`: every leaf below is traced and its buffer donated.
+
+The computation may reuse the donated buffers for its outputs; do not use a
+donated array after the call. To a type checker `Donate[T]` is `T`.
+
+```python
+import jax
+from treespec import Donate
+
+def update(state: Donate[dict[str, jax.Array]]): ...
+```
+"""
 
 
 def marker_of(annotation: Any) -> tuple[Any, tuple[Marker, ...], tuple[Any, ...]]:
