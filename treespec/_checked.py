@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -16,9 +15,9 @@ from ._api import _spec_for, caller_namespace
 from ._errors import ValidationError
 from ._flags import Flags
 from ._hints import _Context, parse_annotation
-from ._plan import Plan
-from ._resolve import build_plan, walk_value
+from ._resolve import walk_value
 from ._spec import AnyNode
+from ._splitter import Splitter
 from ._validate import check_call, pairs_of, return_pairs
 
 __all__ = ["checked", "validate", "validation_enabled"]
@@ -121,31 +120,22 @@ def checked(fun: Callable[_P, _R]) -> Callable[_P, _R]:
         ```
     """
     spec = _spec_for(fun, caller_namespace(1))
-    signature = inspect.signature(fun)
-    plans: dict[Any, Plan] = {}
-    lock = threading.Lock()
-
-    def plan_for(args: Any, kwargs: Any, treedef: Any) -> Plan:
-        plan = plans.get(treedef)
-        if plan is None:
-            plan, issues = build_plan(
-                spec, Flags(), "infer", args, kwargs, treedef, signature=signature
-            )
-            if issues:
-                raise ValidationError(issues, spec.name)
-            with lock:
-                plans[treedef] = plan
-        return plan
+    # The transforms' own splitter: plans once per tree structure, and the same
+    # checks they run while tracing; here they run on every call.
+    splitter = Splitter(
+        spec,
+        Flags(),
+        "infer",
+        validate=True,
+        signature=inspect.signature(fun),
+        allow_whole=False,
+    )
 
     @functools.wraps(fun)
     def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         if not validation_enabled():
             return fun(*args, **kwargs)
-        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
-        arguments = pairs_of(plan_for(args, kwargs, treedef).infos, leaves)
-        issues = check_call(arguments)
-        if issues:
-            raise ValidationError(issues, spec.name)
+        arguments = splitter.validate_call(*splitter.split_call(args, kwargs))
         result = fun(*args, **kwargs)
         if not isinstance(spec.returns, AnyNode):
             returned, issues = return_pairs(result, spec.returns)

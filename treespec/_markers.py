@@ -20,10 +20,6 @@ class Marker(enum.Enum):
     DONATE = "donate"
 
     @property
-    def is_static(self) -> bool:
-        return self is Marker.STATIC
-
-    @property
     def title(self) -> str:
         return self.value.capitalize()
 

@@ -9,7 +9,6 @@ once.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import operator
 import threading
 from collections.abc import Callable, Sequence
@@ -22,23 +21,8 @@ from ._spec import Node
 __all__ = ["Kind", "LeafInfo", "Plan", "Split"]
 
 
-class Kind(enum.Enum):
-    """The resolved kind of one leaf."""
-
-    STATIC = "static"
-    DYNAMIC = "dynamic"
-    DONATE = "donate"
-
-    @property
-    def is_static(self) -> bool:
-        return self is Kind.STATIC
-
-
-_MARKER_KIND = {
-    Marker.STATIC: Kind.STATIC,
-    Marker.DYNAMIC: Kind.DYNAMIC,
-    Marker.DONATE: Kind.DONATE,
-}
+#: The resolved kind of one leaf: the same three values as the markers.
+Kind = Marker
 
 
 def _not_array(x: Any) -> bool:

@@ -21,7 +21,7 @@ from ._errors import Issue, SpecError, describe_value, location
 from ._flags import FlagEntry, Flags, flag_child, flag_kind, key_name
 from ._hints import _Context, _is_class_backed, parse_annotation
 from ._markers import Marker
-from ._plan import _MARKER_KIND, Kind, LeafInfo, Plan, _not_array
+from ._plan import Kind, LeafInfo, Plan, _not_array
 from ._spec import (
     AnyNode,
     ClassNode,
@@ -263,9 +263,7 @@ def _leaf(
         )
         return
     if marker is not None:
-        w.infos.append(
-            LeafInfo(path, argument, _MARKER_KIND[marker[0]], marker[1], node)
-        )
+        w.infos.append(LeafInfo(path, argument, marker[0], marker[1], node))
         return
     if w.default == "static":
         w.infos.append(LeafInfo(path, argument, Kind.STATIC, "default 'static'", node))

@@ -283,10 +283,11 @@ class Splitter:
         positional = self.spec.positional
         return [(positional[i], v) for i, v in zip(self.whole_idx, dynamic)]
 
-    def check_traced(self, key: Key, dynamic: Sequence[Any]) -> list[Pair]:
-        """Validate one call while tracing; its leaves, for checking the return.
+    def validate_call(self, key: Key, dynamic: Sequence[Any]) -> list[Pair]:
+        """Validate one call; its leaves and kinds, for checking the return.
 
-        Runs once per compile-cache miss: the structure of whole-dynamic
+        The transforms run this while tracing, so once per compile-cache miss;
+        `checked` on every call. It checks the structure of whole-dynamic
         arguments, every static leaf against its type (beartype), every traced
         leaf's shape and dtype (jaxtyping), dimension names bound across all.
         """

@@ -122,7 +122,7 @@ class Transformed(Generic[_P, _R]):
 
     def _call_fun(self, key: Key, dynamic: tuple[Any, ...]) -> Any:
         """Rebuild the call from (key, dynamic), validate it, and run the function."""
-        checked = self._splitter.check_traced(key, dynamic)
+        checked = self._splitter.validate_call(key, dynamic)
         args, kwargs = self._splitter.rebuild(key, dynamic)
         result = self._fun(*args, **kwargs)
         returns = self.__treespec_spec__.returns
