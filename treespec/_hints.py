@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import sys
 import types
@@ -323,14 +324,21 @@ def _class_node(
     return node
 
 
-def _unwrap(fun: Any) -> Any:
+def _code_owner(fun: Any) -> Any:
+    """The plain function whose globals and closure the annotations were written in.
+
+    Looks through `functools.partial`, bound methods and `functools.wraps`
+    wrappers (`__wrapped__`).
+    """
     while True:
-        if hasattr(fun, "__treespec_spec__"):
+        if isinstance(fun, functools.partial):
+            fun = fun.func
+        elif inspect.ismethod(fun):
+            fun = fun.__func__
+        elif hasattr(fun, "__wrapped__"):
+            fun = fun.__wrapped__
+        else:
             return fun
-        if hasattr(fun, "func") and callable(fun.func) and not inspect.isfunction(fun):
-            fun = fun.func  # functools.partial
-            continue
-        return fun
 
 
 def derive_spec(fun: Any, localns: Mapping[str, Any] | None = None) -> Spec:
@@ -339,8 +347,7 @@ def derive_spec(fun: Any, localns: Mapping[str, Any] | None = None) -> Spec:
         signature = inspect.signature(fun)
     except (TypeError, ValueError) as exc:
         raise SpecError(f"cannot read the signature of {fun!r}: {exc}") from exc
-    target = _unwrap(inspect.unwrap(fun) if not hasattr(fun, "func") else fun)
-    target = getattr(target, "__func__", target)
+    target = _code_owner(fun)
     globalns = dict(getattr(target, "__globals__", {}))
     namespace = dict(localns or {})
     closure = getattr(target, "__closure__", None)
