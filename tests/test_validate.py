@@ -314,3 +314,16 @@ def test_jaxtyping_config_is_respected(monkeypatch: pytest.MonkeyPatch) -> None:
     f(jnp.ones((2, 2)), 1)  # shapes and dtypes: jaxtyping is off
     with pytest.raises(ValidationError):
         f(jnp.ones(2), "1")  # static types are treespec's own
+
+
+def test_union_leaves_accept_any_member() -> None:
+    @treespec.checked
+    def f(
+        a: Static[int | str], b: Static[int] | Static[str], c: Dynamic[float] | None
+    ) -> None:
+        return None
+
+    f(1, "b", 0.5)
+    f("a", 2, None)
+    (msg,) = _messages(lambda: f(1.5, "b", None))
+    assert msg == "argument a, at a: expected Static[int | str], got float 1.5"

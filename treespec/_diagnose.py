@@ -7,7 +7,7 @@ from typing import Any
 import jax
 
 from ._errors import Issue, describe_value, location
-from ._plan import Split
+from ._plan import LeafInfo
 from ._rules import is_array
 
 __all__ = ["aval", "static_issue", "traced_issue"]
@@ -27,8 +27,8 @@ def traced_issue(argument: str, path: str, leaf: Any, source: str) -> Issue:
     )
 
 
-def static_issue(split: Split, i: int, leaf: Any) -> Issue | None:
-    info = split.plan.infos[i]
+def static_issue(info: LeafInfo, leaf: Any) -> Issue | None:
+    """Why a leaf held static cannot be: a tracer, or not hashable."""
     loc = location(info.argument, info.path)
     if isinstance(leaf, jax.core.Tracer):
         return Issue(

@@ -125,6 +125,14 @@ def _structure_issue(node: Node, value: Any) -> str | None:
     return None
 
 
+def _union_marker(node: UnionNode) -> tuple[Marker, str] | None:
+    """The marker the members of a union share (they agree: checked at derivation)."""
+    for member in node.members:
+        if member.marker is not None:
+            return member.marker, f"{member.marker.title} on {member.origin}"
+    return None
+
+
 def _walk(
     w: _Walk,
     value: Any,
@@ -135,8 +143,13 @@ def _walk(
     flag: FlagEntry,
     flag_src: str,
 ) -> None:
+    children = child_items(value)
     if isinstance(node, UnionNode):
-        node = _pick(node, value)
+        if children is not None:
+            node = _pick(node, value)  # a container: follow the member it fits
+        elif node.marker is None:
+            # A leaf keeps the whole union: validation tries every member.
+            marker = _union_marker(node) or marker
     if (
         isinstance(node, AnyNode)
         and flag_kind(flag) != "bool"  # a bool flag decides: class markers can't
@@ -155,7 +168,6 @@ def _walk(
             )
             node = AnyNode()
 
-    children = child_items(value)
     if children is None:
         _leaf(w, value, node, path, argument, marker, flag, flag_src)
         return
@@ -242,10 +254,10 @@ def _leaf(
 ) -> None:
     if isinstance(node, PyTreeNode):
         node = node.leaf
-        if isinstance(node, UnionNode):
-            node = _pick(node, value)
         if node.marker is not None:
             marker = (node.marker, f"{node.marker.title} on {node.origin}")
+        elif isinstance(node, UnionNode):
+            marker = _union_marker(node) or marker
     kind = flag_kind(flag)
     if kind in ("mapping", "sequence", "object"):
         raise SpecError(

@@ -20,14 +20,23 @@ import jax
 from jax.tree_util import keystr
 
 from ._diagnose import aval, static_issue, traced_issue
-from ._errors import Issue, ValidationError
+from ._errors import Issue, ValidationError, describe_value, location
 from ._flags import Flags, flag_kind
 from ._markers import Marker
 from ._plan import Kind, Plan, Split, _getter
 from ._prefix import broadcast_call, top_entry
 from ._resolve import build_plan, walk_value
 from ._rules import is_array_like
-from ._spec import AnyNode, Node, Param, PyTreeNode, Spec, _ClassBacked
+from ._spec import (
+    AnyNode,
+    LeafNode,
+    Node,
+    NoneNode,
+    Param,
+    PyTreeNode,
+    Spec,
+    _ClassBacked,
+)
 from ._validate import Pair, check_call, pairs_of
 
 __all__ = ["Key", "Splitter", "key_split", "key_static"]
@@ -102,6 +111,53 @@ def whole_kind(param: Param, flag: Any) -> Kind | None:
     return None
 
 
+def _every_leaf_static(
+    node: Node, inherited: Marker | None, default: str, seen: set[int]
+) -> bool:
+    """Whether every leaf a value of this annotation can have resolves static."""
+    marker = node.marker or inherited
+    if isinstance(node, AnyNode):
+        return False  # its value's class may carry markers of its own
+    if isinstance(node, NoneNode):
+        return True
+    if isinstance(node, LeafNode):
+        return marker is Marker.STATIC or (marker is None and default == "static")
+    if isinstance(node, PyTreeNode):
+        return _every_leaf_static(node.leaf, marker, default, seen)
+    if isinstance(node, _ClassBacked):
+        if id(node.body) in seen:
+            return True  # a recursive type: the first visit decides
+        seen = seen | {id(node.body)}
+    return all(
+        _every_leaf_static(child, marker, default, seen) for _, child in node.children()
+    )
+
+
+def whole_static(param: Param, flag: Any, default: str) -> bool:
+    """Whether every leaf of this parameter is static, whatever its value."""
+    if param.kind not in _POSITIONAL:
+        return False
+    kind = flag_kind(flag)
+    if kind == "bool":
+        return bool(flag)
+    return kind == "none" and _every_leaf_static(param.node, None, default, set())
+
+
+def _is_sharding(x: Any) -> bool:
+    return x is None or isinstance(x, jax.sharding.Sharding)
+
+
+class StaticLayout:
+    """The first item of the key of a call whose arguments are each wholly static
+    or wholly dynamic: the key is `(layout, treedef, *static_leaves, *types)`, with
+    no plan looked up per call (the plan is built while tracing)."""
+
+    __slots__ = ("caller",)
+
+    def __init__(self) -> None:
+        self.caller: Any = None
+
+
 class Splitter:
     """Splits calls of one function into (static key, dynamic arguments)."""
 
@@ -131,6 +187,13 @@ class Splitter:
         self.whole_idx = tuple(i for i, k in enumerate(kinds) if k is not None)
         self.whole_kinds = tuple(k for k in kinds if k is not None)
         self.mixed_idx = tuple(i for i, k in enumerate(kinds) if k is None)
+        # When every other argument is wholly static, the call needs no plan.
+        self.layout = StaticLayout()
+        self.static_layout = bool(self.mixed_idx) and all(
+            allow_whole and whole_static(positional[i], flags.by_name.get(p), default)
+            for i, p in ((i, positional[i].name) for i in self.mixed_idx)
+        )
+        self._static_plans: dict[Any, Plan] = {}
         self.fast = bool(self.whole_idx)
         self.get_whole = _getter(self.whole_idx)
         # One partly static argument (the common case) is flattened on its own,
@@ -153,11 +216,19 @@ class Splitter:
             self._plans.clear()
             self._kw_plans.clear()
             self._fast_plans.clear()
+            self._static_plans.clear()
+            self.layout.caller = None
 
     def split_call(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[Key, Sequence[Any]]:
         """The static key and the dynamic arguments of one call."""
+        if self.static_layout and not kwargs and len(args) == self.npos:
+            leaves, treedef = _flatten(self.get_mixed(args))
+            return (
+                (self.layout, treedef, *leaves, *map(type, leaves)),
+                self.get_whole(args),
+            )
         if kwargs:
             leaves, treedef = _flatten((args, kwargs))
             plan = self._kw_plans.get(treedef) or self._plan(
@@ -213,9 +284,7 @@ class Splitter:
     def _shardings(self, args: Any, kwargs: Any, layout: str) -> list[Any]:
         """`in_shardings` entries: one per whole argument, then one per leaf."""
 
-        def is_entry(x: Any) -> bool:
-            return x is None or isinstance(x, jax.sharding.Sharding)
-
+        is_entry = _is_sharding
         names = [p.name for p in self.spec.positional]
         whole_idx = self.whole_idx if layout == "fast" else ()
         whole = [
@@ -233,16 +302,30 @@ class Splitter:
         )
         return [*whole, *(entry.value for entry in leaves)]
 
-    def donate_argnums(self, split: Split, offset: int = 1) -> tuple[int, ...]:
+    def donate_argnums(
+        self, split: Split | StaticLayout, offset: int = 1
+    ) -> tuple[int, ...]:
         """Positions of donated dynamic arguments in the call `(key, *dynamic)`."""
-        n_whole = len(self.whole_idx) if split.plan.layout == "fast" else 0
         whole = [offset + j for j, k in enumerate(self.whole_kinds) if k is Kind.DONATE]
+        if isinstance(split, StaticLayout):
+            return tuple(whole)
+        n_whole = len(self.whole_idx) if split.plan.layout == "fast" else 0
         return (
             *(whole if n_whole else ()),
             *(offset + n_whole + d for d in split.donate),
         )
 
-    def in_shardings_for(self, split: Split) -> tuple[Any, ...] | None:
+    def in_shardings_for(self, split: Split | StaticLayout) -> tuple[Any, ...] | None:
+        if self.in_shardings is None:
+            return None
+        if isinstance(split, StaticLayout):
+            names = [p.name for p in self.spec.positional]
+            return tuple(
+                top_entry(self.in_shardings, names[i], i, _is_sharding, "in_shardings")[
+                    0
+                ]
+                for i in self.whole_idx
+            )
         shardings = split.plan.shardings
         if shardings is None:
             return None
@@ -256,6 +339,12 @@ class Splitter:
         self, key: Key, dynamic: Sequence[Any]
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The call's `(args, kwargs)` from its key and (traced) dynamic arguments."""
+        if key[0] is self.layout:
+            treedef = key[1]
+            values = jax.tree_util.tree_unflatten(
+                treedef, key[2 : 2 + treedef.num_leaves]
+            )
+            return self._assemble(dynamic, (values,) if self.single_mixed else values)
         split = key_split(key)
         plan = split.plan
         static = key_static(key)
@@ -264,21 +353,64 @@ class Splitter:
             mixed = jax.tree_util.tree_unflatten(
                 plan.treedef, split.merge(static, dynamic[n:])
             )
-            if self.single_mixed:
-                mixed = (mixed,)
-            args: list[Any] = [None] * self.npos
-            for i, value in zip(self.whole_idx, dynamic[:n]):
-                args[i] = value
-            for i, value in zip(self.mixed_idx, mixed):
-                args[i] = value
-            return tuple(args), {}
+            return self._assemble(dynamic[:n], (mixed,) if self.single_mixed else mixed)
         tree = jax.tree_util.tree_unflatten(plan.treedef, split.merge(static, dynamic))
         if plan.layout == "kwargs":
             return tree[0], tree[1]
         return tree, {}
 
+    def _assemble(
+        self, whole: Sequence[Any], mixed: Sequence[Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Positional arguments back in order from the whole and the other ones."""
+        args: list[Any] = [None] * self.npos
+        for i, value in zip(self.whole_idx, whole):
+            args[i] = value
+        for i, value in zip(self.mixed_idx, mixed):
+            args[i] = value
+        return tuple(args), {}
+
+    def _static_plan(self, key: Key, args: tuple[Any, ...]) -> Plan:
+        """The plan of the wholly static arguments (static layout), while tracing."""
+        treedef = key[1]
+        plan = self._static_plans.get(treedef)
+        if plan is not None:
+            return plan
+        with self._lock:
+            plan, issues = build_plan(
+                self.spec,
+                self.flags,
+                self.default,
+                args,
+                {},
+                treedef,
+                check=self.validate,
+                skip=frozenset(self.whole_idx),
+            )
+            leaves = key[2 : 2 + treedef.num_leaves]
+            issues += [
+                Issue(
+                    location(info.argument, info.path),
+                    f"a leaf of the annotation, which is static ({info.source})",
+                    describe_value(leaf),
+                    "the value's structure does not match its annotation",
+                )
+                for info, leaf in zip(plan.infos, leaves)
+                if info.resolve(leaf) is not Kind.STATIC
+            ]
+            if issues:
+                raise ValidationError(issues, self.spec.name)
+            self._static_plans[treedef] = plan
+            return plan
+
+    def _static_pairs(self, key: Key, dynamic: Sequence[Any]) -> list[Pair]:
+        args, _ = self.rebuild(key, dynamic)
+        plan = self._static_plan(key, args)
+        leaves = key[2 : 2 + key[1].num_leaves]
+        return [(info, Kind.STATIC, leaf) for info, leaf in zip(plan.infos, leaves)]
+
     def whole_values(self, key: Key, dynamic: Sequence[Any]) -> list[tuple[Param, Any]]:
-        if key_split(key).plan.layout != "fast":
+        if key[0] is not self.layout and key_split(key).plan.layout != "fast":
             return []
         positional = self.spec.positional
         return [(positional[i], v) for i, v in zip(self.whole_idx, dynamic)]
@@ -306,10 +438,13 @@ class Splitter:
             )
             issues.extend(found)
             pairs.extend(pairs_of(infos, jax.tree_util.tree_leaves(value)))
-        split = key_split(key)
-        n = len(self.whole_idx) if split.plan.layout == "fast" else 0
-        leaves = split.merge(key_static(key), dynamic[n:])
-        pairs.extend(zip(split.plan.infos, split.kinds, leaves))
+        if key[0] is self.layout:
+            pairs.extend(self._static_pairs(key, dynamic))
+        else:
+            split = key_split(key)
+            n = len(self.whole_idx) if split.plan.layout == "fast" else 0
+            leaves = split.merge(key_static(key), dynamic[n:])
+            pairs.extend(zip(split.plan.infos, split.kinds, leaves))
         order = {p.name: i for i, p in enumerate(self.spec.params)}
         pairs.sort(
             key=lambda pair: order.get(pair[0].argument.split("[")[0], len(order))
@@ -321,11 +456,15 @@ class Splitter:
 
     def describe(self, key: Key, dynamic: Sequence[Any]) -> dict[str, str]:
         """`{leaf path: value or shape}` of one trace, to explain retraces."""
-        split = key_split(key)
         described: dict[str, str] = {}
         for param, value in self.whole_values(key, dynamic):
             for path, leaf in jax.tree_util.tree_flatten_with_path(value)[0]:
                 described[param.name + keystr(path)] = aval(leaf)
+        if key[0] is self.layout:
+            for info, _, v in self._static_pairs(key, dynamic):
+                described[info.path] = f"{v!r} ({type(v).__name__})"
+            return described
+        split = key_split(key)
         n = len(self.whole_idx) if split.plan.layout == "fast" else 0
         for i, v in zip(split.static_idx, key_static(key)):
             described[split.plan.infos[i].path] = f"{v!r} ({type(v).__name__})"
@@ -355,6 +494,22 @@ class Splitter:
                         )
             leaves, treedef = _flatten(self.get_mixed(args))
             plan = self._fast_plans.get(treedef)
+            if self.static_layout:
+                static_plan, _ = build_plan(
+                    self.spec,
+                    self.flags,
+                    self.default,
+                    args,
+                    {},
+                    treedef,
+                    check=False,
+                    skip=frozenset(self.whole_idx),
+                )
+                for info, leaf in zip(static_plan.infos, leaves):
+                    issue = static_issue(info, leaf)
+                    if issue is not None:
+                        issues.append(issue)
+                plan = None
         else:
             tree = (args, kwargs) if kwargs else args
             leaves, treedef = _flatten(tree)
@@ -370,7 +525,7 @@ class Splitter:
     ) -> ValidationError | None:
         issues = []
         for i in split.static_idx:
-            issue = static_issue(split, i, leaves[i])
+            issue = static_issue(split.plan.infos[i], leaves[i])
             if issue is not None:
                 issues.append(issue)
         for i in split.dynamic_idx:

@@ -155,7 +155,7 @@ def _leaf_ok(
             if ok:
                 return True, text
             texts.append(text)
-        return False, " | ".join(texts) or node.text
+        return False, node.text or " | ".join(texts)
     if isinstance(node, AnyNode) or not isinstance(node, LeafNode):
         return True, ""
     if kind is Kind.STATIC:
