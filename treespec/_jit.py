@@ -16,7 +16,7 @@ from ._errors import Issue, SpecError, ValidationError
 from ._partition import combine
 from ._plan import Split
 from ._retrace import describe_retrace
-from ._splitter import Key, Splitter, key_split
+from ._splitter import Key, Splitter, _flatten, key_split
 from ._transform import (
     Transformed,
     _WithStatic,
@@ -161,7 +161,15 @@ class Jitted(Transformed[_P, _R]):
         )
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        key, dynamic = self._split_call(args, kwargs)
+        splitter = self._splitter
+        if splitter.static_layout and not kwargs and len(args) == splitter.npos:
+            # Splitter.split_call's first branch, inlined: the common case of
+            # arguments that are each wholly static or wholly dynamic.
+            leaves, treedef = _flatten(splitter.get_mixed(args))
+            key = (splitter.layout, treedef, *leaves, *map(type, leaves))
+            dynamic = splitter.get_whole(args)
+        else:
+            key, dynamic = self._split_call(args, kwargs)
         split = key[0]
         try:
             out = (split.caller or self._caller(split))(key, *dynamic)
