@@ -1,11 +1,14 @@
 """From a call's `(args, kwargs)` to a static key and the dynamic arguments, and back.
 
 Every transform uses one `Splitter` per decorated function. The per-call path is
-flatten, look up the plan by treedef, pick the static leaves, intern the key.
+flatten, look up the plan by treedef, pick the static leaves, build the key
+(which JAX hashes as the compiled call's static argument).
 
 Arguments that are dynamic as a whole (`Dynamic[...]`/`Donate[...]` with no
 marker below, or `static_flags` `False`) are not flattened here at all: they are
 handed to JAX as they are, and checked against their annotation while tracing.
+When every other argument is wholly static, no plan is looked up per call either
+(see `_layout.py`).
 """
 
 from __future__ import annotations
@@ -21,22 +24,13 @@ from jax.tree_util import keystr
 
 from ._diagnose import aval, static_issue, traced_issue
 from ._errors import Issue, ValidationError, describe_value, location
-from ._flags import Flags, flag_kind
-from ._markers import Marker
+from ._flags import Flags
+from ._layout import StaticLayout, is_sharding, whole_kind, whole_static
 from ._plan import Kind, Plan, Split, _getter
 from ._prefix import broadcast_call, top_entry
 from ._resolve import build_plan, walk_value
 from ._rules import is_array_like
-from ._spec import (
-    AnyNode,
-    LeafNode,
-    Node,
-    NoneNode,
-    Param,
-    PyTreeNode,
-    Spec,
-    _ClassBacked,
-)
+from ._spec import Param, Spec
 from ._validate import Pair, check_call, pairs_of
 
 __all__ = ["Key", "Splitter", "key_split", "key_static"]
@@ -44,13 +38,9 @@ __all__ = ["Key", "Splitter", "key_split", "key_static"]
 # The registry's own method: one Python frame less than `tree_flatten` per call.
 _flatten = jax.tree_util.default_registry.flatten
 
-_POSITIONAL = (
-    inspect.Parameter.POSITIONAL_ONLY,
-    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-)
 
-
-#: The static part of one call: `(split, *static_leaves, *their_types)`.
+#: The static part of one call: `(split, *static_leaves, *their_types)`, or in the
+#: static layout `(layout, treedef, *static_leaves, *their_types)`.
 #: JAX hashes it as the static argument of the compiled call, so `1`, `1.0` and
 #: `True` (equal, same hash) still make three keys.
 Key = tuple[Any, ...]
@@ -63,99 +53,6 @@ def key_split(key: Key) -> Split:
 def key_static(key: Key) -> tuple[Any, ...]:
     split: Split = key[0]
     return key[1 : 1 + len(split.static_idx)]
-
-
-def _below(node: Node) -> tuple[set[Marker], bool]:
-    """Markers strictly below `node`, and whether an unannotated place is below."""
-    markers: set[Marker] = set()
-    any_below = False
-    seen: set[int] = set()
-    stack = [child for _, child in node.children()]
-    if isinstance(node, PyTreeNode):
-        stack = [node.leaf] if not isinstance(node.leaf, AnyNode) else []
-        if isinstance(node.leaf, AnyNode) and node.leaf.marker is not None:
-            markers.add(node.leaf.marker)
-    while stack:
-        current = stack.pop()
-        if isinstance(current, _ClassBacked):
-            if id(current.body) in seen:
-                continue
-            seen.add(id(current.body))
-        if current.marker is not None:
-            markers.add(current.marker)
-        if isinstance(current, AnyNode):
-            any_below = True
-        stack.extend(child for _, child in current.children())
-    return markers, any_below
-
-
-def whole_kind(param: Param, flag: Any) -> Kind | None:
-    """The kind of every leaf of this parameter, when one kind covers them all."""
-    if param.kind not in _POSITIONAL:
-        return None
-    node = param.node
-    markers, any_below = _below(node)
-    kind = flag_kind(flag)
-    if kind == "bool" and not flag:
-        # A False flag traces everything; only Donate markers still matter.
-        if Marker.DONATE not in markers and node.marker is not Marker.DONATE:
-            return Kind.DYNAMIC
-        if node.marker is Marker.DONATE and not markers:
-            return Kind.DONATE
-        return None
-    if kind == "none" and not markers and not any_below:
-        if node.marker is Marker.DYNAMIC:
-            return Kind.DYNAMIC
-        if node.marker is Marker.DONATE:
-            return Kind.DONATE
-    return None
-
-
-def _every_leaf_static(
-    node: Node, inherited: Marker | None, default: str, seen: set[int]
-) -> bool:
-    """Whether every leaf a value of this annotation can have resolves static."""
-    marker = node.marker or inherited
-    if isinstance(node, AnyNode):
-        return False  # its value's class may carry markers of its own
-    if isinstance(node, NoneNode):
-        return True
-    if isinstance(node, LeafNode):
-        return marker is Marker.STATIC or (marker is None and default == "static")
-    if isinstance(node, PyTreeNode):
-        return _every_leaf_static(node.leaf, marker, default, seen)
-    if isinstance(node, _ClassBacked):
-        if id(node.body) in seen:
-            return True  # a recursive type: the first visit decides
-        seen = seen | {id(node.body)}
-    return all(
-        _every_leaf_static(child, marker, default, seen) for _, child in node.children()
-    )
-
-
-def whole_static(param: Param, flag: Any, default: str) -> bool:
-    """Whether every leaf of this parameter is static, whatever its value."""
-    if param.kind not in _POSITIONAL:
-        return False
-    kind = flag_kind(flag)
-    if kind == "bool":
-        return bool(flag)
-    return kind == "none" and _every_leaf_static(param.node, None, default, set())
-
-
-def _is_sharding(x: Any) -> bool:
-    return x is None or isinstance(x, jax.sharding.Sharding)
-
-
-class StaticLayout:
-    """The first item of the key of a call whose arguments are each wholly static
-    or wholly dynamic: the key is `(layout, treedef, *static_leaves, *types)`, with
-    no plan looked up per call (the plan is built while tracing)."""
-
-    __slots__ = ("caller",)
-
-    def __init__(self) -> None:
-        self.caller: Any = None
 
 
 class Splitter:
@@ -284,7 +181,7 @@ class Splitter:
     def _shardings(self, args: Any, kwargs: Any, layout: str) -> list[Any]:
         """`in_shardings` entries: one per whole argument, then one per leaf."""
 
-        is_entry = _is_sharding
+        is_entry = is_sharding
         names = [p.name for p in self.spec.positional]
         whole_idx = self.whole_idx if layout == "fast" else ()
         whole = [
@@ -321,7 +218,7 @@ class Splitter:
         if isinstance(split, StaticLayout):
             names = [p.name for p in self.spec.positional]
             return tuple(
-                top_entry(self.in_shardings, names[i], i, _is_sharding, "in_shardings")[
+                top_entry(self.in_shardings, names[i], i, is_sharding, "in_shardings")[
                     0
                 ]
                 for i in self.whole_idx

@@ -1,0 +1,118 @@
+"""How each argument of a function is handed to JAX, decided once per function.
+
+An argument is *wholly dynamic* when every leaf it can have is traced (so JAX
+gets it unflattened), *wholly static* when every leaf is static (so it needs
+no plan per call), or mixed.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import jax
+
+from ._flags import flag_kind
+from ._markers import Marker
+from ._plan import Kind
+from ._spec import AnyNode, LeafNode, Node, NoneNode, Param, PyTreeNode, _ClassBacked
+
+__all__ = ["StaticLayout", "is_sharding", "whole_kind", "whole_static"]
+
+_POSITIONAL = (
+    inspect.Parameter.POSITIONAL_ONLY,
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+)
+
+
+def _below(node: Node) -> tuple[set[Marker], bool]:
+    """Markers strictly below `node`, and whether an unannotated place is below."""
+    markers: set[Marker] = set()
+    any_below = False
+    seen: set[int] = set()
+    stack = [child for _, child in node.children()]
+    if isinstance(node, PyTreeNode):
+        stack = [node.leaf] if not isinstance(node.leaf, AnyNode) else []
+        if isinstance(node.leaf, AnyNode) and node.leaf.marker is not None:
+            markers.add(node.leaf.marker)
+    while stack:
+        current = stack.pop()
+        if isinstance(current, _ClassBacked):
+            if id(current.body) in seen:
+                continue
+            seen.add(id(current.body))
+        if current.marker is not None:
+            markers.add(current.marker)
+        if isinstance(current, AnyNode):
+            any_below = True
+        stack.extend(child for _, child in current.children())
+    return markers, any_below
+
+
+def whole_kind(param: Param, flag: Any) -> Kind | None:
+    """The kind of every leaf of this parameter, when one kind covers them all."""
+    if param.kind not in _POSITIONAL:
+        return None
+    node = param.node
+    markers, any_below = _below(node)
+    kind = flag_kind(flag)
+    if kind == "bool" and not flag:
+        # A False flag traces everything; only Donate markers still matter.
+        if Marker.DONATE not in markers and node.marker is not Marker.DONATE:
+            return Kind.DYNAMIC
+        if node.marker is Marker.DONATE and not markers:
+            return Kind.DONATE
+        return None
+    if kind == "none" and not markers and not any_below:
+        if node.marker is Marker.DYNAMIC:
+            return Kind.DYNAMIC
+        if node.marker is Marker.DONATE:
+            return Kind.DONATE
+    return None
+
+
+def _every_leaf_static(
+    node: Node, inherited: Marker | None, default: str, seen: set[int]
+) -> bool:
+    """Whether every leaf a value of this annotation can have resolves static."""
+    marker = node.marker or inherited
+    if isinstance(node, AnyNode):
+        return False  # its value's class may carry markers of its own
+    if isinstance(node, NoneNode):
+        return True
+    if isinstance(node, LeafNode):
+        return marker is Marker.STATIC or (marker is None and default == "static")
+    if isinstance(node, PyTreeNode):
+        return _every_leaf_static(node.leaf, marker, default, seen)
+    if isinstance(node, _ClassBacked):
+        if id(node.body) in seen:
+            return True  # a recursive type: the first visit decides
+        seen = seen | {id(node.body)}
+    return all(
+        _every_leaf_static(child, marker, default, seen) for _, child in node.children()
+    )
+
+
+def whole_static(param: Param, flag: Any, default: str) -> bool:
+    """Whether every leaf of this parameter is static, whatever its value."""
+    if param.kind not in _POSITIONAL:
+        return False
+    kind = flag_kind(flag)
+    if kind == "bool":
+        return bool(flag)
+    return kind == "none" and _every_leaf_static(param.node, None, default, set())
+
+
+def is_sharding(x: Any) -> bool:
+    return x is None or isinstance(x, jax.sharding.Sharding)
+
+
+class StaticLayout:
+    """The first item of the key of a call whose arguments are each wholly static
+    or wholly dynamic: the key is `(layout, treedef, *static_leaves, *types)`, with
+    no plan looked up per call (the plan is built while tracing)."""
+
+    __slots__ = ("caller",)
+
+    def __init__(self) -> None:
+        self.caller: Any = None
