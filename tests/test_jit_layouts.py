@@ -125,3 +125,14 @@ def test_static_layout_lower_shardings_and_clear_cache(counter: dict[str, int]) 
     f.clear_cache()
     f(jnp.ones(2), CFG)
     assert counter["n"] >= 2
+
+
+def test_static_layout_tracer_at_a_static_leaf() -> None:
+    @treespec.jit
+    def f(x: Dynamic[jax.Array], cfg: Config) -> jax.Array:
+        return x * cfg["depth"]
+
+    with pytest.raises(ValidationError) as info:
+        jax.jit(lambda d: f(jnp.ones(2), {**CFG, "depth": d}))(3)
+    msg = str(info.value)
+    assert "cfg['depth']" in msg and "traced value reached a static leaf" in msg
