@@ -16,9 +16,8 @@ from ._errors import ValidationError
 from ._flags import Flags
 from ._hints import _Context, parse_annotation
 from ._resolve import walk_value
-from ._spec import AnyNode
 from ._splitter import Splitter
-from ._validate import check_call, pairs_of, return_pairs
+from ._validate import check_call, pairs_of
 
 __all__ = ["checked", "validate", "validation_enabled"]
 
@@ -137,11 +136,7 @@ def checked(fun: Callable[_P, _R]) -> Callable[_P, _R]:
             return fun(*args, **kwargs)
         arguments = splitter.validate_call(*splitter.split_call(args, kwargs))
         result = fun(*args, **kwargs)
-        if not isinstance(spec.returns, AnyNode):
-            returned, issues = return_pairs(result, spec.returns)
-            issues += check_call(arguments, returned)
-            if issues:
-                raise ValidationError(issues, spec.name)
+        splitter.validate_return(result, arguments)
         return result
 
     wrapper.__treespec_spec__ = spec  # type: ignore[attr-defined]

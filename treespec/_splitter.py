@@ -30,8 +30,8 @@ from ._plan import Kind, Plan, Split, _getter
 from ._prefix import broadcast_call, top_entry
 from ._resolve import build_plan, walk_value
 from ._rules import is_array_like
-from ._spec import Param, Spec
-from ._validate import Pair, check_call, pairs_of
+from ._spec import AnyNode, Param, Spec
+from ._validate import Pair, check_call, pairs_of, return_pairs
 
 __all__ = ["Key", "Splitter", "key_split", "key_static"]
 
@@ -350,6 +350,20 @@ class Splitter:
         if issues:
             raise ValidationError(issues, self.spec.name)
         return pairs
+
+    def validate_return(self, result: Any, arguments: Sequence[Pair]) -> None:
+        """Check the return value against the return annotation.
+
+        `arguments` (what `validate_call` returned) are checked again first, so
+        that dimension names they bound apply to the return value too.
+        """
+        returns = self.spec.returns
+        if not self.validate or isinstance(returns, AnyNode):
+            return
+        returned, issues = return_pairs(result, returns)
+        issues += check_call(arguments, returned)
+        if issues:
+            raise ValidationError(issues, self.spec.name)
 
     def describe(self, key: Key, dynamic: Sequence[Any]) -> dict[str, str]:
         """`{leaf path: value or shape}` of one trace, to explain retraces."""

@@ -13,14 +13,13 @@ from typing_extensions import ParamSpec
 
 from ._api import _spec_for
 from ._checked import validation_enabled
-from ._errors import SpecError, ValidationError
+from ._errors import SpecError
 from ._flags import Flags, normalize_flags
 from ._partition import combine
 from ._resolve import check_default
 from ._rules import is_array
-from ._spec import AnyNode, Spec
+from ._spec import Spec
 from ._splitter import Key, Splitter
-from ._validate import check_call, return_pairs
 
 __all__ = ["Transformed", "join_output", "split_output"]
 
@@ -125,12 +124,7 @@ class Transformed(Generic[_P, _R]):
         checked = self._splitter.validate_call(key, dynamic)
         args, kwargs = self._splitter.rebuild(key, dynamic)
         result = self._fun(*args, **kwargs)
-        returns = self.__treespec_spec__.returns
-        if self._splitter.validate and not isinstance(returns, AnyNode):
-            returned, issues = return_pairs(result, returns)
-            issues += check_call(checked, returned)
-            if issues:
-                raise ValidationError(issues, self.__treespec_spec__.name)
+        self._splitter.validate_return(result, checked)
         return result
 
     def _traced(self, key: Key, *dynamic: Any) -> Any:
