@@ -6,10 +6,10 @@ import functools
 import inspect
 import types
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Concatenate, Generic, TypeVar, cast, overload
 
 import jax
-from typing_extensions import ParamSpec
+from typing_extensions import ParamSpec, Self
 
 from ._api import _spec_for
 from ._checked import validation_enabled
@@ -24,7 +24,9 @@ from ._splitter import Key, Splitter
 __all__ = ["Transformed", "join_output", "split_output"]
 
 _P = ParamSpec("_P")
+_Q = ParamSpec("_Q")
 _R = TypeVar("_R")
+_S = TypeVar("_S")
 
 
 class _WithStatic:
@@ -110,6 +112,16 @@ class Transformed(Generic[_P, _R]):
     def spec(self) -> Spec:
         """The `Spec` derived from the wrapped function's annotations."""
         return self.__treespec_spec__
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> Self: ...
+
+    @overload
+    def __get__(
+        self: Transformed[Concatenate[_S, _Q], _R],
+        instance: _S,
+        owner: type | None = None,
+    ) -> Callable[_Q, _R]: ...
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         if instance is None:
