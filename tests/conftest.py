@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -26,6 +27,24 @@ def resolve(
     return {
         info.path: info.resolve(leaf).value for info, leaf in zip(plan.infos, leaves)
     }
+
+
+@pytest.fixture
+def spy(monkeypatch: pytest.MonkeyPatch) -> Callable[[Any, str], list[tuple[Any, ...]]]:
+    """`spy(module, name)` wraps a module function; returns the list of its calls."""
+
+    def install(module: Any, name: str) -> list[tuple[Any, ...]]:
+        calls: list[tuple[Any, ...]] = []
+        original = getattr(module, name)
+
+        def recording(*args: Any, **kwargs: Any) -> Any:
+            calls.append(args)
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, recording)
+        return calls
+
+    return install
 
 
 @pytest.fixture

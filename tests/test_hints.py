@@ -339,17 +339,10 @@ def test_spec_is_immutable_hashable_and_readable() -> None:
     assert "'n_layers': Static[int]" in tree and "'scale': Dynamic[float]" in tree
 
 
-def test_spec_derived_once_per_function(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_spec_derived_once_per_function(spy: Any) -> None:
     import treespec._api as api
 
-    calls = []
-    original = api.derive_spec
-
-    def counting(fun: Any, localns: Any = None) -> Any:
-        calls.append(fun)
-        return original(fun, localns)
-
-    monkeypatch.setattr(api, "derive_spec", counting)
+    recorded = spy(api, "derive_spec")
 
     def f(n: Static[int], x) -> None: ...
 
@@ -358,5 +351,6 @@ def test_spec_derived_once_per_function(monkeypatch: pytest.MonkeyPatch) -> None
     jitted = treespec.jit(lambda n, x: x)
     for _ in range(3):
         jitted(1, A)
-    assert calls.count(f) == 1
-    assert len(calls) == 2
+    derived = [args[0] for args in recorded]
+    assert derived.count(f) == 1
+    assert len(derived) == 2

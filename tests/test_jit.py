@@ -499,19 +499,10 @@ def test_keyword_and_positional_calls_agree() -> None:
     np.testing.assert_allclose(f(p=p, k=2), f(p, 2))
 
 
-def test_resolution_runs_once_per_tree_structure(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_resolution_runs_once_per_tree_structure(spy: Any) -> None:
     import treespec._splitter as splitter
 
-    builds: list[int] = []
-    original = splitter.build_plan
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        builds.append(1)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(splitter, "build_plan", counting)
+    builds = spy(splitter, "build_plan")
 
     @treespec.jit
     def f(x: jax.Array, cfg: Static[dict[str, Any]]) -> jax.Array:

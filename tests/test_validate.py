@@ -255,17 +255,10 @@ def test_message_anatomy() -> None:
     assert err.__suppress_context__ or err.__cause__ is None
 
 
-def test_validation_runs_once_per_cache_miss(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_validation_runs_once_per_cache_miss(spy: Any) -> None:
     import treespec._splitter as splitter
 
-    calls = []
-    original = splitter.check_call
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(splitter, "check_call", counting)
+    calls = spy(splitter, "check_call")
 
     @treespec.jit
     def f(x: Float[Array, "n"], cfg: Config) -> jax.Array:

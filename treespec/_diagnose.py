@@ -8,7 +8,7 @@ import jax
 
 from ._errors import Issue, describe_value, location
 from ._plan import LeafInfo
-from ._rules import is_array
+from ._rules import is_array, is_hashable
 
 __all__ = ["aval", "static_issue", "traced_issue"]
 
@@ -39,16 +39,14 @@ def static_issue(info: LeafInfo, leaf: Any) -> Issue | None:
             "jax.jit/vmap/grad of your code): mark it Dynamic[...] or pass "
             "static_flags=False for it.",
         )
-    try:
-        hash(leaf)
-    except TypeError:
-        hint = "mark it Dynamic[...] (or static_flags=False) to trace it"
-        if not is_array(leaf):
-            hint = "static leaves must be hashable: use a tuple or frozenset"
-        return Issue(
-            loc,
-            f"a hashable value, since it is static ({info.source})",
-            describe_value(leaf),
-            hint,
-        )
-    return None
+    if is_hashable(leaf):
+        return None
+    hint = "mark it Dynamic[...] (or static_flags=False) to trace it"
+    if not is_array(leaf):
+        hint = "static leaves must be hashable: use a tuple or frozenset"
+    return Issue(
+        loc,
+        f"a hashable value, since it is static ({info.source})",
+        describe_value(leaf),
+        hint,
+    )

@@ -97,10 +97,6 @@ class Flags:
     extra_positional: tuple[FlagEntry, ...] = ()
     source: Mapping[str, str] = field(default_factory=dict)
 
-    @property
-    def empty(self) -> bool:
-        return not self.by_name and not self.extra_positional
-
 
 def normalize_flags(static_flags: Any, spec: Spec) -> Flags:
     """Check `static_flags` against the signature and key it by parameter name."""
