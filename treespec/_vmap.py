@@ -11,9 +11,9 @@ import numpy as np
 from typing_extensions import ParamSpec
 
 from ._api import caller_namespace
-from ._errors import Issue, SpecError, ValidationError, describe_value
+from ._errors import Issue, SpecError, ValidationError, describe_value, location
 from ._plan import Kind, Split
-from ._prefix import broadcast_call
+from ._prefix import Entry, broadcast_call
 from ._splitter import Key
 from ._transform import Transformed, join_output, no_tree_for_static_outputs
 
@@ -27,15 +27,14 @@ def _is_axis_entry(x: Any) -> bool:
     return x is None or isinstance(x, int) or (callable(x) and not isinstance(x, type))
 
 
-def dynamic_axes(
+def _dynamic_entries(
     transform: Transformed[Any, Any],
     in_axes: Any,
     split: Split,
-    dynamic: Sequence[Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-) -> tuple[Any, ...]:
-    """One axis (or None) per dynamic leaf, from an `in_axes` prefix tree."""
+) -> list[Entry]:
+    """The `in_axes` entry of each dynamic leaf; depends on the structure only."""
     entries = broadcast_call(
         in_axes,
         transform.spec,
@@ -45,27 +44,38 @@ def dynamic_axes(
         "in_axes",
         kwarg_default=0,
     )
+    dynamic: list[Entry] = []
+    for i, entry in enumerate(entries):
+        if split.kinds[i] is not Kind.STATIC:
+            dynamic.append(entry)
+        elif entry.exact and entry.value is not None and not callable(entry.value):
+            info = split.plan.infos[i]
+            raise SpecError(
+                f"{entry.where} maps axis {entry.value} of {info.path}, which is "
+                f"static ({info.source}); static leaves are never mapped: give "
+                "None there, or mark the leaf Dynamic."
+            )
+    return dynamic
+
+
+def _resolve_axes(
+    transform: Transformed[Any, Any],
+    split: Split,
+    entries: Sequence[Entry],
+    dynamic: Sequence[Any],
+) -> tuple[Any, ...]:
+    """One axis (or None) per dynamic leaf of this call, checked against its rank."""
     axes: list[Any] = []
     issues: list[Issue] = []
-    position = {leaf: pos for pos, leaf in enumerate(split.dynamic_idx)}
-    for i, entry in enumerate(entries):
-        info = split.plan.infos[i]
-        if split.kinds[i] is Kind.STATIC:
-            if entry.exact and entry.value is not None and not callable(entry.value):
-                raise SpecError(
-                    f"{entry.where} maps axis {entry.value} of {info.path}, which is "
-                    f"static ({info.source}); static leaves are never mapped: give "
-                    "None there, or mark the leaf Dynamic."
-                )
-            continue
-        leaf = dynamic[position[i]]
+    for i, entry, leaf in zip(split.dynamic_idx, entries, dynamic):
         axis = entry.value(leaf) if callable(entry.value) else entry.value
         if axis is not None:
             ndim = np.ndim(leaf)
             if not -ndim <= axis < max(ndim, 1) or ndim == 0:
+                info = split.plan.infos[i]
                 issues.append(
                     Issue(
-                        f"argument {info.argument}, at {info.path}",
+                        location(info.argument, info.path),
                         f"an array with an axis {axis} to map over ({entry.where})",
                         describe_value(leaf),
                     )
@@ -90,9 +100,24 @@ class _AxisMapped(Transformed[_P, _R]):
         super().__init__(fun, **kw)
         self._in_axes = in_axes
         self._jax_kwargs = jax_kwargs
+        self._entries: dict[Split, list[Entry]] = {}
         self._tree_out_axes = not isinstance(
             jax_kwargs.get("out_axes", 0), (int, type(None))
         )
+
+    def _axes(
+        self,
+        split: Split,
+        dynamic: Sequence[Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> tuple[Any, ...]:
+        """The axis of each dynamic leaf; the prefix walk once per tree structure."""
+        entries = self._entries.get(split)
+        if entries is None:
+            entries = _dynamic_entries(self, self._in_axes, split, args, kwargs)
+            self._entries[split] = entries
+        return _resolve_axes(self, split, entries, dynamic)
 
 
 class _VMapped(_AxisMapped[_P, _R]):
@@ -100,7 +125,7 @@ class _VMapped(_AxisMapped[_P, _R]):
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         key, dynamic = self._splitter.split_call(args, kwargs)
-        axes = dynamic_axes(self, self._in_axes, key[0], dynamic, args, kwargs)
+        axes = self._axes(key[0], dynamic, args, kwargs)
 
         def body(*leaves: Any) -> Any:
             out = self._traced(key, *leaves)
@@ -197,7 +222,7 @@ class _PMapped(_AxisMapped[_P, _R]):
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         key: Key
         key, dynamic = self._splitter.split_call(args, kwargs)
-        axes = dynamic_axes(self, self._in_axes, key[0], dynamic, args, kwargs)
+        axes = self._axes(key[0], dynamic, args, kwargs)
         return join_output(self._compiled_for(key[0], axes)(key, *dynamic))  # type: ignore[no-any-return]
 
 
