@@ -186,7 +186,7 @@ def main() -> None:
             ratios["S2 (1000 leaves) treespec.jit / jax.jit"] = (
                 s2["treespec.jit (static_flags)"] / s2["jax.jit"]
             )
-    s3 = scenario_s3(200, max(3, repeat // 3))
+    s3 = scenario_s3(200, repeat)
     print(table("S3: chain of 200 matmul steps (per step)", s3, "jax.jit"), "\n")
     ratios["S3 treespec.jit / jax.jit"] = s3["treespec.jit"] / s3["jax.jit"]
     fc = first_call(max(3, repeat // 3))

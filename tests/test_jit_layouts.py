@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import treespec
 from treespec import Donate, Dynamic, Static, ValidationError
@@ -136,3 +138,141 @@ def test_static_layout_tracer_at_a_static_leaf() -> None:
         jax.jit(lambda d: f(jnp.ones(2), {**CFG, "depth": d}))(3)
     msg = str(info.value)
     assert "cfg['depth']" in msg and "traced value reached a static leaf" in msg
+
+
+# A config of scalars only: the hot path looks it up by its probe, unflattened.
+class Scalars(TypedDict):
+    depth: Static[int]
+    name: Static[str]
+    scale: Static[float | int | bool]
+
+
+def _echo(counter: dict[str, int]) -> Any:
+    @treespec.jit
+    def f(x: Dynamic[jax.Array], cfg: Scalars) -> Any:
+        counter["n"] += 1
+        return x * cfg["depth"], dict(cfg)
+
+    return f
+
+
+def test_scalar_dict_is_probed_not_flattened(counter: dict[str, int], spy: Any) -> None:
+    from treespec import _splitter
+
+    f = _echo(counter)
+    f(jnp.ones(2), {"depth": 2, "name": "a", "scale": 1})
+    assert f._splitter.probing and len(f._splitter.static_probes) == 1
+    slow = spy(_splitter.Splitter, "static_key")
+    out, cfg = f(jnp.zeros(2), {"depth": 2, "name": "a", "scale": 1})  # a new dict
+    assert slow == [] and counter["n"] == 1
+    assert cfg == {"depth": 2, "name": "a", "scale": 1}
+    np.testing.assert_allclose(out, 0.0)
+
+
+def test_scalar_dict_keys_keep_types_order_and_mutation_apart(
+    counter: dict[str, int],
+) -> None:
+    f = _echo(counter)
+    seen = []
+    for scale in (1, 1.0, True, 1, 1.0, True):
+        _, cfg = f(jnp.ones(2), {"depth": 2, "name": "a", "scale": scale})
+        seen.append(type(cfg["scale"]))
+    assert seen == [int, float, bool] * 2 and counter["n"] == 3
+    # The same items in another order are the same key: no new trace.
+    _, cfg = f(jnp.ones(2), {"scale": True, "name": "a", "depth": 2})
+    assert counter["n"] == 3 and cfg["scale"] is True
+    # Mutated in place between calls: the next call sees the new value.
+    config = {"depth": 2, "name": "a", "scale": 1}
+    f(jnp.ones(2), config)
+    config["depth"] = 5
+    out, cfg = f(jnp.ones(2), config)
+    np.testing.assert_allclose(out, 5.0)
+    assert cfg["depth"] == 5 and counter["n"] == 4
+
+
+def test_dict_that_cannot_be_probed_turns_probing_off(counter: dict[str, int]) -> None:
+    @partial(treespec.jit, static_flags=[False, True])
+    def f(x: jax.Array, cfg: dict[str, Any]) -> Any:
+        counter["n"] += 1
+        return x * sum(cfg["sizes"])
+
+    sizes = [1, 2]
+    np.testing.assert_allclose(f(jnp.ones(1), {"sizes": sizes}), 3.0)
+    assert not f._splitter.probing and not f._splitter.static_probes
+    sizes.append(3)
+    np.testing.assert_allclose(f(jnp.ones(1), {"sizes": sizes}), 6.0)
+    f.clear_cache()
+    assert f._splitter.probing
+
+
+def test_static_keys_are_bounded(
+    counter: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from treespec import _splitter
+
+    monkeypatch.setattr(_splitter, "MAX_STATIC_KEYS", 3)
+    f = _echo(counter)
+    for depth in [*range(1, 8), 1, 2]:
+        out, cfg = f(jnp.ones(1), {"depth": depth, "name": "a", "scale": 0.5})
+        np.testing.assert_allclose(out, float(depth))
+        assert cfg["depth"] == depth
+        assert len(f._splitter._static_keys) <= 3
+        assert len(f._splitter.static_probes) <= 3
+
+
+def test_unhashable_scalar_config_value_is_named() -> None:
+    f = _echo({"n": 0})
+    with pytest.raises(ValidationError) as info:
+        f(jnp.ones(2), {"depth": 2, "name": "a", "scale": np.float32([1.0])})
+    assert "cfg['scale']" in str(info.value)
+    with pytest.raises(ValidationError, match=r"cfg\['depth'\].*static"):
+        jax.jit(lambda d: f(jnp.ones(2), {"depth": d, "name": "a", "scale": 1}))(3)
+
+
+_SCALARS = st.one_of(
+    st.integers(-2, 2),
+    st.floats(-2, 2, allow_nan=False),
+    st.booleans(),
+    st.sampled_from(["", "a", "b"]),
+    st.none(),
+)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    configs=st.lists(st.dictionaries(st.sampled_from("abc"), _SCALARS), max_size=8),
+    rnd=st.randoms(use_true_random=False),
+)
+def test_probed_configs_trace_once_per_key_and_come_back_exact(
+    configs: list[dict[str, Any]], rnd: Any
+) -> None:
+    f = treespec.jit(lambda x, cfg: (x, cfg), static_flags=[False, True])
+    distinct = set()
+    for config in configs:
+        items = list(config.items())
+        rnd.shuffle(items)  # the key order must not matter
+        _, out = f(jnp.ones(1), dict(items))
+        assert out == config
+        assert {k: type(v) for k, v in out.items()} == {
+            k: type(v) for k, v in config.items()
+        }
+        distinct.add(frozenset((k, type(v), v) for k, v in config.items()))
+        assert f.trace_count == len(distinct)
+
+
+def test_enum_values_are_probed(counter: dict[str, int]) -> None:
+    import enum
+
+    class Act(enum.IntEnum):
+        RELU = 1
+        TANH = 2
+
+    @partial(treespec.jit, static_flags=[False, True])
+    def f(x: jax.Array, cfg: dict[str, Any]) -> Any:
+        counter["n"] += 1
+        return jnp.tanh(x) if cfg["act"] is Act.TANH else x, cfg["act"]
+
+    for act in (Act.RELU, 1, Act.TANH, Act.RELU, 1):  # 1 == Act.RELU: still apart
+        _, out = f(jnp.ones(1), {"act": act})
+        assert out == act and type(out) is type(act)
+    assert f._splitter.probing and counter["n"] == 3

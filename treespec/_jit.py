@@ -16,7 +16,7 @@ from ._errors import Issue, SpecError, ValidationError
 from ._partition import combine
 from ._plan import Split
 from ._retrace import describe_retrace
-from ._splitter import Key, Splitter, _flatten, key_split
+from ._splitter import Key, Splitter, key_split
 from ._transform import (
     Transformed,
     _WithStatic,
@@ -164,9 +164,20 @@ class Jitted(Transformed[_P, _R]):
         splitter = self._splitter
         if splitter.static_layout and not kwargs and len(args) == splitter.npos:
             # Splitter.split_call's first branch, inlined: the common case of
-            # arguments that are each wholly static or wholly dynamic.
-            leaves, treedef = _flatten(splitter.get_mixed(args))
-            key = (splitter.layout, treedef, *leaves, *map(type, leaves))
+            # arguments that are each wholly static or wholly dynamic. A plain
+            # dict of scalars is looked up by its probe, without a flatten.
+            mixed = splitter.get_mixed(args)
+            key: Key | None = None
+            if type(mixed) is dict and splitter.probing:
+                values = mixed.values()
+                try:
+                    key = splitter.static_probes.get(
+                        (*mixed, *values, *map(type, values))
+                    )
+                except TypeError:  # an unhashable value: static_key stops probing
+                    key = None
+            if key is None:
+                key = splitter.static_key(mixed)
             dynamic = splitter.get_whole(args)
         else:
             key, dynamic = self._split_call(args, kwargs)
@@ -218,7 +229,7 @@ class Compiled:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         key, dynamic = self._splitter.split_call(args, kwargs)
-        if key != self._key:
+        if tuple(key) != tuple(self._key):
             raise ValidationError(
                 [
                     Issue(

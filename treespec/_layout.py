@@ -17,7 +17,14 @@ from ._markers import Marker
 from ._plan import Kind
 from ._spec import AnyNode, LeafNode, Node, NoneNode, Param, PyTreeNode, _ClassBacked
 
-__all__ = ["StaticLayout", "is_sharding", "whole_kind", "whole_static"]
+__all__ = [
+    "PROBE_SCALARS",
+    "StaticKey",
+    "StaticLayout",
+    "is_sharding",
+    "whole_kind",
+    "whole_static",
+]
 
 _POSITIONAL = (
     inspect.Parameter.POSITIONAL_ONLY,
@@ -116,3 +123,24 @@ class StaticLayout:
 
     def __init__(self) -> None:
         self.caller: Any = None
+
+
+class StaticKey(tuple):  # type: ignore[type-arg]
+    """An interned static-layout key: `(layout, treedef, *static_leaves, *types)`.
+
+    A `Splitter` makes one per distinct content, so identity stands for
+    equality: JAX hashes and compares it (as the compiled call's static
+    argument) in C, by identity, instead of hashing every leaf on each call.
+    Compare contents with `tuple(a) == tuple(b)`.
+    """
+
+    __slots__ = ()
+    __hash__ = object.__hash__
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+
+
+#: Leaf types whose `==` is exact enough to stand for the leaf in a probe (see
+#: `Splitter.static_key`): equal values of one of these types make equal keys
+#: (bar `0.0 == -0.0`, which JAX's own cache treats alike).
+PROBE_SCALARS = frozenset({bool, int, float, complex, str, bytes, type(None)})

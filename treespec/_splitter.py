@@ -13,6 +13,7 @@ When every other argument is wholly static, no plan is looked up per call either
 
 from __future__ import annotations
 
+import enum
 import inspect
 import operator
 import threading
@@ -25,7 +26,14 @@ from jax.tree_util import keystr
 from ._diagnose import aval, static_issue, traced_issue
 from ._errors import Issue, ValidationError, describe_value, location
 from ._flags import Flags
-from ._layout import StaticLayout, is_sharding, whole_kind, whole_static
+from ._layout import (
+    PROBE_SCALARS,
+    StaticKey,
+    StaticLayout,
+    is_sharding,
+    whole_kind,
+    whole_static,
+)
 from ._plan import Kind, Plan, Split, _getter
 from ._prefix import broadcast_call, top_entry
 from ._resolve import build_plan, walk_value
@@ -44,6 +52,11 @@ _flatten = jax.tree_util.default_registry.flatten
 #: JAX hashes it as the static argument of the compiled call, so `1`, `1.0` and
 #: `True` (equal, same hash) still make three keys.
 Key = tuple[Any, ...]
+
+#: Distinct static-layout keys a function keeps interned before starting over
+#: (like JAX's own bounded cache: only a function called with thousands of
+#: static configurations, each compiled, ever reaches it).
+MAX_STATIC_KEYS = 4096
 
 
 def key_split(key: Key) -> Split:
@@ -91,6 +104,13 @@ class Splitter:
             for i, p in ((i, positional[i].name) for i in self.mixed_idx)
         )
         self._static_plans: dict[Any, Plan] = {}
+        self._static_keys: dict[Key, StaticKey] = {}
+        #: `(*keys, *values, *value types)` of a plain dict of scalars -> its key;
+        #: read by `Jitted.__call__` before it falls back to `static_key`.
+        self.static_probes: dict[Key, StaticKey] = {}
+        #: Off once a dict that cannot be probed came: its calls would pay for
+        #: a failed probe on top of the flatten.
+        self.probing = True
         self.fast = bool(self.whole_idx)
         self.get_whole = _getter(self.whole_idx)
         # One partly static argument (the common case) is flattened on its own,
@@ -114,18 +134,54 @@ class Splitter:
             self._kw_plans.clear()
             self._fast_plans.clear()
             self._static_plans.clear()
+            self._static_keys.clear()
+            self.static_probes.clear()
+            self.probing = True
             self.layout.caller = None
+
+    def static_key(self, mixed: Any) -> Key:
+        """The interned key of the wholly static arguments `mixed` (static layout).
+
+        The key is a `StaticKey` made once per distinct content. For a plain dict
+        whose keys are strings and whose values are `PROBE_SCALARS` or enum
+        members (singletons: equal means identical), it also registers the
+        dict's probe `(*keys, *values, *value types)`, which `Jitted.__call__`
+        looks up instead of flattening the dict; any other dict turns probing
+        off for this function. Equal probes make equal keys: a probe holds
+        every key in order and every value with its exact type (so `1`, `1.0`
+        and `True` stay apart); the same dict in another key order only costs
+        one more miss here.
+        """
+        leaves, treedef = _flatten(mixed)
+        full = (self.layout, treedef, *leaves, *map(type, leaves))
+        try:
+            key = self._static_keys.get(full)
+        except TypeError:
+            # An unhashable static leaf: JAX refuses the key and `diagnose` then
+            # names the leaf.
+            return full
+        if key is None:
+            if len(self._static_keys) >= MAX_STATIC_KEYS:
+                self.static_probes.clear()
+                self._static_keys.clear()
+            key = self._static_keys.setdefault(full, StaticKey(full))
+        if type(mixed) is dict:
+            values = mixed.values()
+            if all(type(k) is str for k in mixed) and all(
+                type(v) in PROBE_SCALARS or isinstance(v, enum.Enum) for v in values
+            ):
+                probe = (*mixed, *values, *map(type, values))
+                self.static_probes[probe] = key
+            else:
+                self.probing = False
+        return key
 
     def split_call(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[Key, Sequence[Any]]:
         """The static key and the dynamic arguments of one call."""
         if self.static_layout and not kwargs and len(args) == self.npos:
-            leaves, treedef = _flatten(self.get_mixed(args))
-            return (
-                (self.layout, treedef, *leaves, *map(type, leaves)),
-                self.get_whole(args),
-            )
+            return self.static_key(self.get_mixed(args)), self.get_whole(args)
         if kwargs:
             leaves, treedef = _flatten((args, kwargs))
             plan = self._kw_plans.get(treedef) or self._plan(
