@@ -193,6 +193,23 @@ def test_one_trace_per_key_static_types_are_distinct(counter: dict[str, int]) ->
     assert counter["n"] == 3
 
 
+def test_inferred_kind_follows_each_calls_leaf_type(counter: dict[str, int]) -> None:
+    def f(x, s):  # no annotations: "infer" traces arrays, keeps the rest static
+        counter["n"] += 1
+        return x * s, isinstance(s, jax.core.Tracer)
+
+    jitted = treespec.jit(f)
+    calls = [2.0, jnp.float32(3.0), np.float32(4.0), 2.0, jnp.float32(5.0), 2]
+    for s in calls:
+        out, traced = jitted(jnp.ones(1), s)
+        np.testing.assert_allclose(out, float(s))
+        assert traced == (type(s) is not float and type(s) is not int)
+    # Static 2.0, a traced float32[] (the JAX and the NumPy scalar alike), static 2.
+    assert counter["n"] == 3
+    (plan,) = jitted._splitter._plans.values()
+    assert len(plan._splits) == 2  # static s or traced s: one Split per answer
+
+
 def test_dynamic_shapes_and_dtypes_key_the_cache(counter: dict[str, int]) -> None:
     @treespec.jit
     def f(x: jax.Array) -> jax.Array:

@@ -115,6 +115,12 @@ class Plan:
         self.probe_idx = tuple(i for i, info in enumerate(infos) if info.kind is None)
         self.probes = tuple(infos[i].probe for i in self.probe_idx)
         self._splits: dict[tuple[bool, ...], Split] = {}
+        #: Splits by the probed leaves' types, when every probe is `_not_array`
+        #: (`_split_for` keeps one `Split` per answer, so a race adds no key).
+        self._by_type: dict[tuple[type, ...], Split] | None = None
+        if self.probes and all(p is _not_array for p in self.probes):
+            self._by_type = {}
+        self._get_probed = _getter(self.probe_idx)
         self._lock = threading.Lock()
         self.fixed: Split | None = None
         if not self.probe_idx:
@@ -125,6 +131,17 @@ class Plan:
         """The `Split` for these leaves (the probes' answers pick it)."""
         if self.fixed is not None:
             return self.fixed
+        if self._by_type is not None:
+            # Every probe is the "infer" default, whose answer is a function of
+            # the leaf's type: one dict lookup instead of a call per leaf.
+            types = tuple(map(type, self._get_probed(leaves)))
+            found = self._by_type.get(types)
+            if found is None:
+                found = self._by_type[types] = self._split_for(leaves)
+            return found
+        return self._split_for(leaves)
+
+    def _split_for(self, leaves: Sequence[Any]) -> Split:
         bits = tuple(
             bool(probe(leaves[i]))  # type: ignore[misc]
             for i, probe in zip(self.probe_idx, self.probes)
