@@ -1,6 +1,6 @@
 """Per-call time against the number of leaves: jax.jit, filter_jit, treespec.jit.
 
-Run: python benchmarks/plot_scaling.py [--out docs/images/scaling.png]
+Run: python benchmarks/plot_scaling.py [--out PATH]  (default: docs/images/scaling.png)
 
 Every contender gets a dict of N float32[2] arrays (traced) and N // 10 static
 ints; jax.jit takes the statics as a hashable tuple through static_argnums.
@@ -59,7 +59,8 @@ def measure(n: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", default="docs/images/scaling.png")
+    default = Path(__file__).resolve().parent.parent / "docs/images/scaling.png"
+    parser.add_argument("--out", type=Path, default=default)
     opts = parser.parse_args()
     results = {n: measure(n) for n in SIZES}
     names = list(results[SIZES[0]])
