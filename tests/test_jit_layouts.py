@@ -276,3 +276,17 @@ def test_enum_values_are_probed(counter: dict[str, int]) -> None:
         _, out = f(jnp.ones(1), {"act": act})
         assert out == act and type(out) is type(act)
     assert f._splitter.probing and counter["n"] == 3
+
+
+def test_compiled_checks_the_static_values_it_was_lowered_for() -> None:
+    f = _echo({"n": 0})
+    cfg = {"depth": 2, "name": "a", "scale": 1}
+    compiled = f.lower(jnp.ones(2), cfg).compile()
+    out, _ = compiled(jnp.ones(2), dict(cfg))  # an equal new dict is fine
+    np.testing.assert_allclose(out, 2.0)
+    f.clear_cache()  # new interned keys: still the same static values
+    out, _ = compiled(jnp.ones(2), {"name": "a", "scale": 1, "depth": 2})
+    np.testing.assert_allclose(out, 2.0)
+    for other in ({**cfg, "depth": 3}, {**cfg, "scale": 1.0}):
+        with pytest.raises(ValidationError, match="lowered for"):
+            compiled(jnp.ones(2), other)
