@@ -170,6 +170,8 @@ class Splitter:
             if all(type(k) is str for k in mixed) and all(
                 type(v) in PROBE_SCALARS or isinstance(v, enum.Enum) for v in values
             ):
+                if len(self.static_probes) >= MAX_STATIC_KEYS:
+                    self.static_probes.clear()  # many key orders of few configs
                 probe = (*mixed, *values, *map(type, values))
                 self.static_probes[probe] = key
             else:
