@@ -7,6 +7,8 @@ them. A block whose first line is `# raises: SomeError` must raise that error.
 from __future__ import annotations
 
 import re
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -24,8 +26,12 @@ def _blocks(page: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_page_blocks_run(page: Path) -> None:
-    namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
+def test_page_blocks_run(page: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A real module, as when a reader runs the page as a script: dataclasses and
+    # forward references look classes up through sys.modules.
+    module = types.ModuleType(f"docs_{page.stem}")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    namespace = module.__dict__
     for index, block in enumerate(_blocks(page)):
         code = compile(block, f"{page.name} block {index}", "exec", dont_inherit=True)
         expected = _RAISES.match(block)

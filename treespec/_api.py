@@ -41,6 +41,11 @@ def caller_namespace(depth: int) -> dict[str, Any]:
     return {**frame.f_globals, **frame.f_locals}
 
 
+def in_class_body(namespace: Mapping[str, Any]) -> bool:
+    """Whether `namespace` (from `caller_namespace`) is that of a class body."""
+    return "__qualname__" in namespace and "__module__" in namespace
+
+
 def _spec_for(fun: Any, localns: Mapping[str, Any]) -> Spec:
     own = getattr(fun, "__treespec_spec__", None)
     if isinstance(own, Spec):

@@ -11,8 +11,8 @@ from typing import Any, TypeVar
 import jax
 from typing_extensions import ParamSpec
 
-from ._api import _spec_for, caller_namespace
-from ._errors import ValidationError
+from ._api import _spec_for, caller_namespace, in_class_body
+from ._errors import SpecError, ValidationError
 from ._flags import Flags
 from ._hints import _Context, parse_annotation
 from ._resolve import walk_value
@@ -118,26 +118,41 @@ def checked(fun: Callable[_P, _R]) -> Callable[_P, _R]:
             print(e)
         ```
     """
-    spec = _spec_for(fun, caller_namespace(1))
-    # The transforms' own splitter: plans once per tree structure, and the same
-    # checks they run while tracing; here they run on every call.
-    splitter = Splitter(
-        spec,
-        Flags(),
-        "infer",
-        validate=True,
-        signature=inspect.signature(fun),
-        allow_whole=False,
-    )
+    localns = caller_namespace(1)
+    splitters: list[Splitter] = []
+
+    def splitter() -> Splitter:
+        # The transforms' own splitter: plans once per tree structure, and the
+        # same checks they run while tracing; here they run on every call.
+        if not splitters:
+            spec = _spec_for(fun, localns)
+            splitters.append(
+                Splitter(
+                    spec,
+                    Flags(),
+                    "infer",
+                    validate=True,
+                    signature=inspect.signature(fun),
+                    allow_whole=False,
+                )
+            )
+            wrapper.__treespec_spec__ = spec  # type: ignore[attr-defined]
+        return splitters[0]
 
     @functools.wraps(fun)
     def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         if not validation_enabled():
             return fun(*args, **kwargs)
-        arguments = splitter.validate_call(*splitter.split_call(args, kwargs))
+        split = splitters[0] if splitters else splitter()
+        arguments = split.validate_call(*split.split_call(args, kwargs))
         result = fun(*args, **kwargs)
-        splitter.validate_return(result, arguments)
+        split.validate_return(result, arguments)
         return result
 
-    wrapper.__treespec_spec__ = spec  # type: ignore[attr-defined]
+    try:
+        splitter()
+    except SpecError:
+        # A method naming its own class (not defined yet): first call instead.
+        if not in_class_body(localns):
+            raise
     return wrapper

@@ -105,9 +105,11 @@ class _Context:
         except Exception as exc:
             raise SpecError(
                 f"cannot resolve the forward reference {annotation!r} in {where}: "
-                f"{type(exc).__name__}: {exc}. Define the name at module level (or "
-                "in the scope where the decorator runs) before the function is "
-                "decorated."
+                f"{type(exc).__name__}: {exc}. Define the name at module level, or "
+                "in the scope where the decorator runs, before the function is "
+                "decorated (a method's annotations may also name classes of its "
+                "module defined later, such as its own class: those are looked "
+                "up at the first call)."
             ) from exc
 
 

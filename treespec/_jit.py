@@ -103,11 +103,13 @@ class Jitted(Transformed[_P, _R]):
             out_shardings, jax.sharding.Sharding
         )
         self._jax_kwargs = kwargs
-        self._split_call = self._splitter.split_call
         self._lock = threading.RLock()
         self._compiled: dict[tuple[Any, ...], Callable[..., Any]] = {}
         self._last_trace: dict[str, str] | None = None
         self.trace_count = 0
+
+    def _ready(self) -> None:
+        self._split_call = self._splitter.split_call
 
     def clear_cache(self) -> None:
         """Drop every plan, key and compiled executable of this function."""

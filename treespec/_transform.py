@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import types
 from collections.abc import Callable, Mapping
 from typing import Any, Concatenate, Generic, TypeVar, cast, overload
@@ -11,7 +12,7 @@ from typing import Any, Concatenate, Generic, TypeVar, cast, overload
 import jax
 from typing_extensions import ParamSpec, Self
 
-from ._api import _spec_for
+from ._api import _spec_for, in_class_body
 from ._checked import validation_enabled
 from ._errors import SpecError
 from ._flags import Flags, normalize_flags
@@ -22,6 +23,10 @@ from ._spec import Spec
 from ._splitter import Key, Splitter
 
 __all__ = ["Transformed", "join_output", "split_output"]
+
+#: What `Transformed._build` sets; reading one before it ran builds.
+_BUILT = frozenset({"__treespec_spec__", "_flags", "_splitter", "_split_call"})
+_BUILD_LOCK = threading.RLock()
 
 _P = ParamSpec("_P")
 _Q = ParamSpec("_Q")
@@ -91,21 +96,62 @@ class Transformed(Generic[_P, _R]):
         check_default(default)
         functools.update_wrapper(cast(Any, self), fun)
         self._fun = fun
-        self.__treespec_spec__ = _spec_for(fun, localns)
-        self._flags: Flags = normalize_flags(static_flags, self.__treespec_spec__)
         self._default = default
+        self._pending: tuple[Any, ...] | None = (
+            static_flags,
+            validate,
+            localns,
+            allow_whole,
+            in_shardings,
+        )
         try:
-            signature: inspect.Signature | None = inspect.signature(fun)
-        except (TypeError, ValueError):
-            signature = None
-        self._splitter = Splitter(
-            self.__treespec_spec__,
-            self._flags,
-            default,
-            validate=validate and validation_enabled(),
-            signature=signature,
-            in_shardings=in_shardings,
-            allow_whole=allow_whole,
+            self._build()
+        except SpecError:
+            # In a class body, the class itself (or one defined after it) is
+            # not there yet: a method returning its own class is common. Try
+            # again at first use (see `__getattr__`), and raise then if need be.
+            if not in_class_body(localns):
+                raise
+
+    def _build(self) -> None:
+        """Derive the spec and make the splitter; once, at decoration or first use."""
+        with _BUILD_LOCK:
+            pending = self.__dict__.get("_pending")
+            if pending is None:
+                return
+            static_flags, validate, localns, allow_whole, in_shardings = pending
+            spec = _spec_for(self._fun, localns)
+            flags = normalize_flags(static_flags, spec)
+            try:
+                signature: inspect.Signature | None = inspect.signature(self._fun)
+            except (TypeError, ValueError):
+                signature = None
+            self._flags: Flags = flags
+            self._splitter = Splitter(
+                spec,
+                flags,
+                self._default,
+                validate=validate and validation_enabled(),
+                signature=signature,
+                in_shardings=in_shardings,
+                allow_whole=allow_whole,
+            )
+            self._ready()
+            # Last: once it is set, `__getattr__` is no longer consulted.
+            self.__treespec_spec__ = spec
+            self._pending = None
+
+    def _ready(self) -> None:
+        """Subclass hook: runs once the spec and the splitter exist."""
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called for attributes not set yet: those `_build` sets, when it
+        # was deferred at decoration (see `__init__`).
+        if name in _BUILT and self.__dict__.get("_pending") is not None:
+            self._build()
+            return getattr(self, name)
+        raise AttributeError(
+            f"{type(self).__name__!r} object has no attribute {name!r}"
         )
 
     @property
@@ -129,7 +175,8 @@ class Transformed(Generic[_P, _R]):
         return types.MethodType(cast(Any, self), instance)
 
     def __repr__(self) -> str:
-        return f"<treespec.{self._name} of {self.__treespec_spec__.name}>"
+        name = getattr(self._fun, "__qualname__", None) or repr(self._fun)
+        return f"<treespec.{self._name} of {name}>"
 
     def _call_fun(self, key: Key, dynamic: tuple[Any, ...]) -> Any:
         """Rebuild the call from (key, dynamic), validate it, and run the function."""
