@@ -8,9 +8,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import treespec
-from treespec import Static
+from treespec import Dynamic, Static
 
 
 def _slow(x: jax.Array, n: int) -> jax.Array:
@@ -34,15 +35,30 @@ def test_dispatch_does_not_block_on_the_result() -> None:
     np.testing.assert_allclose(ts_out, raw_out)
 
 
-def test_threads_share_one_cache() -> None:
+@pytest.mark.parametrize("whole", [False, True], ids=["planned", "static-layout"])
+def test_threads_share_one_cache(whole: bool) -> None:
     traces: list[int] = []
     lock = threading.Lock()
 
-    @treespec.jit
-    def f(x: jax.Array, cfg: Static[dict[str, Any]]) -> jax.Array:
+    def body(x: jax.Array, cfg: dict[str, Any]) -> jax.Array:
         with lock:
             traces.append(cfg["k"])
         return x * cfg["k"] + len(cfg["name"])
+
+    # With x inferred, calls are planned per tree structure; with x Dynamic as
+    # a whole, the config (a dict of scalars) is looked up by its probe.
+    if whole:
+
+        @treespec.jit
+        def f(x: Dynamic[jax.Array], cfg: Static[dict[str, int | str]]) -> jax.Array:
+            return body(x, cfg)
+    else:
+
+        @treespec.jit
+        def f(x: jax.Array, cfg: Static[dict[str, Any]]) -> jax.Array:
+            return body(x, cfg)
+
+    assert f._splitter.static_layout is whole
 
     configs = [{"k": k, "name": "n" * k} for k in range(1, 6)]
     errors: list[BaseException] = []
@@ -74,3 +90,5 @@ def test_threads_share_one_cache() -> None:
     for cfg in configs:
         f(jnp.ones(3), dict(cfg))
     assert len(traces) == warm  # once warm, no config traces again
+    if whole:  # the five configs went through the probe lookup
+        assert f._splitter.probing and len(f._splitter.static_probes) == 5
