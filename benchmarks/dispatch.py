@@ -7,6 +7,7 @@ and the ratios the jit issue targets:
 
 - S1: config + params (8 float32[4,4] arrays, x: float32[4,4], 4 static fields);
   the function returns x, so dispatch is all that is timed.
+- S1 under other annotations: Static[dict[str, Any]], arrays left to "infer".
 - S2: 10, 100, 1000 dynamic leaves plus 10% static leaves.
 - S3: a dependent chain of 200 float32[256,256] matmul steps, one
   block_until_ready at the end (dispatch stays asynchronous).
@@ -69,6 +70,48 @@ def scenario_s1(number: int, repeat: int) -> dict[str, float]:
             "equinox.filter_jit": lambda: eqx_f(params, x, cfg),
             "treespec.jit (hints)": lambda: ts_hints(params, x, cfg),
             "treespec.jit (static_flags)": lambda: ts_flags(params, x, cfg),
+        },
+        number=number,
+        repeat=repeat,
+    )
+
+
+def s1_signatures(number: int, repeat: int) -> dict[str, float]:
+    """S1 under other annotations: what leaving arrays to "infer" costs."""
+    params = {f"w{i}": jnp.ones((4, 4), jnp.float32) for i in range(8)}
+    x = jnp.ones((4, 4), jnp.float32)
+    cfg_nt = ConfigNT(2, "relu", 0.5, True)
+    cfg = {"n_layers": 2, "activation": "relu", "scale": 0.5, "use_bias": True}
+    raw = jax.jit(lambda params, x, cfg: x, static_argnums=2)
+
+    @treespec.jit
+    def marked(
+        params: Dynamic[dict[str, jax.Array]], x: Dynamic[jax.Array], cfg: ConfigTD
+    ) -> jax.Array:
+        return x
+
+    @treespec.jit
+    def any_cfg(
+        params: Dynamic[dict[str, jax.Array]],
+        x: Dynamic[jax.Array],
+        cfg: Static[dict[str, Any]],
+    ) -> jax.Array:
+        return x
+
+    @treespec.jit
+    def inferred(
+        params: dict[str, jax.Array], x: jax.Array, cfg: ConfigTD
+    ) -> jax.Array:
+        return x
+
+    return compare(
+        {
+            "jax.jit": lambda: raw(params, x, cfg_nt),
+            "Dynamic params and x, cfg: ConfigTD": lambda: marked(params, x, cfg),
+            "Dynamic params and x, cfg: Static[dict[str, Any]]": lambda: any_cfg(
+                params, x, cfg
+            ),
+            "params and x inferred, cfg: ConfigTD": lambda: inferred(params, x, cfg),
         },
         number=number,
         repeat=repeat,
@@ -176,6 +219,10 @@ def main() -> None:
         "S1 equinox.filter_jit / treespec.jit (hints)": s1["equinox.filter_jit"]
         / s1["treespec.jit (hints)"],
     }
+    print(
+        table("S1 under other annotations", s1_signatures(number, repeat), "jax.jit"),
+        "\n",
+    )
     for n in (10, 100, 1000):
         s2 = scenario_s2(n, max(20, number // max(1, n // 10)), repeat)
         print(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from functools import partial
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 import jax
 import jax.numpy as jnp
@@ -290,3 +290,61 @@ def test_compiled_checks_the_static_values_it_was_lowered_for() -> None:
     for other in ({**cfg, "depth": 3}, {**cfg, "scale": 1.0}):
         with pytest.raises(ValidationError, match="lowered for"):
             compiled(jnp.ones(2), other)
+
+
+class _Pair(NamedTuple):
+    a: int
+    b: str
+
+
+@treespec.dataclass
+class _Inner:
+    w: Dynamic[jax.Array]
+    tag: str
+
+
+def test_any_below_static_takes_the_static_layout_for_plain_containers(
+    counter: dict[str, int],
+) -> None:
+    @treespec.jit
+    def f(x: Dynamic[jax.Array], cfg: Static[dict[str, Any]]) -> Any:
+        counter["n"] += 1
+        inner = cfg.get("inner")
+        traced = isinstance(inner.w, jax.core.Tracer) if inner is not None else None
+        return x * cfg["k"], traced
+
+    assert f._splitter.static_layout
+    f(jnp.ones(1), {"k": 2, "name": "a"})
+    f(jnp.ones(1), {"k": 2, "name": "a"})
+    assert f._splitter.static_probes and counter["n"] == 1
+    out, _ = f(jnp.ones(1), {"k": 3, "sizes": [1, (2, None)]})  # nested: flattened
+    np.testing.assert_allclose(out, 3.0)
+    assert counter["n"] == 2
+    # A pytree class under the Any may carry markers of its own: here its
+    # Dynamic field is traced (planned path), and new values of it hit the cache.
+    out, traced = f(jnp.ones(1), {"k": 2, "inner": _Inner(jnp.ones(2), "t")})
+    assert traced is True and counter["n"] == 3
+    f(jnp.ones(1), {"k": 2, "inner": _Inner(jnp.zeros(2), "t")})
+    assert counter["n"] == 3
+    f(jnp.ones(1), {"k": 2, "inner": _Inner(jnp.zeros(2), "u")})  # tag is static
+    assert counter["n"] == 4
+    planned = len(f._splitter._fast_plans)
+    assert planned == 1
+    # A class with no markers of its own (all static): the static layout again.
+    f(jnp.ones(1), {"k": 2, "pair": _Pair(1, "x")})
+    f(jnp.ones(1), {"k": 2, "pair": _Pair(1, "x")})
+    assert counter["n"] == 5 and len(f._splitter._fast_plans) == planned
+    assert sorted(f._splitter._fits.values()) == [False, True, True, True]
+
+
+def test_only_static_arguments_still_name_an_unhashable_leaf() -> None:
+    @treespec.jit
+    def f(table: Static[Any], n: Static[int]) -> int:
+        return n
+
+    assert f._splitter.static_layout and not f._splitter.fast
+    assert f((1, "a"), 2) == 2
+    with pytest.raises(ValidationError, match=r"(?s)argument table.*Dynamic"):
+        f(jnp.ones(3), 2)
+    with pytest.raises(ValidationError, match=r"table\['w'\]"):
+        f({"w": np.ones(2)}, 2)

@@ -179,8 +179,11 @@ class Jitted(Transformed[_P, _R]):
                 except TypeError:  # an unhashable value: static_key stops probing
                     key = None
             if key is None:
-                key = splitter.static_key(mixed)
-            dynamic = splitter.get_whole(args)
+                key = splitter.static_key(args, mixed)
+            if key is None:  # a pytree class with markers where it says Any
+                key, dynamic = splitter.split_planned(args, kwargs)
+            else:
+                dynamic = splitter.get_whole(args)
         else:
             key, dynamic = self._split_call(args, kwargs)
         split = key[0]

@@ -2,7 +2,9 @@
 
 An argument is *wholly dynamic* when every leaf it can have is traced (so JAX
 gets it unflattened), *wholly static* when every leaf is static (so it needs
-no plan per call), or mixed.
+no plan per call), or mixed. Below an `Any` under a static marker, a value's
+pytree class may bring markers of its own; such an argument is wholly static
+per tree structure of its value, decided once for each (`Splitter._fits`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from ._plan import Kind
 from ._spec import AnyNode, LeafNode, Node, NoneNode, Param, PyTreeNode, _ClassBacked
 
 __all__ = [
+    "ALWAYS",
+    "BY_VALUE",
+    "NEVER",
     "PROBE_SCALARS",
     "StaticKey",
     "StaticLayout",
@@ -78,36 +83,52 @@ def whole_kind(param: Param, flag: Any) -> Kind | None:
     return None
 
 
+#: Whether every leaf of an annotation is static: whatever the value ("always"),
+#: depending on the value ("by value": an `Any` below a static marker, where a
+#: pytree class may bring markers of its own; plain containers bring none), or
+#: not ("never").
+ALWAYS, BY_VALUE, NEVER = "always", "by value", "never"
+
+
 def _every_leaf_static(
     node: Node, inherited: Marker | None, default: str, seen: set[int]
-) -> bool:
+) -> str:
     """Whether every leaf a value of this annotation can have resolves static."""
     marker = node.marker or inherited
     if isinstance(node, AnyNode):
-        return False  # its value's class may carry markers of its own
+        static = marker is Marker.STATIC or (marker is None and default == "static")
+        return BY_VALUE if static else NEVER
     if isinstance(node, NoneNode):
-        return True
+        return ALWAYS
     if isinstance(node, LeafNode):
-        return marker is Marker.STATIC or (marker is None and default == "static")
+        static = marker is Marker.STATIC or (marker is None and default == "static")
+        return ALWAYS if static else NEVER
     if isinstance(node, PyTreeNode):
         return _every_leaf_static(node.leaf, marker, default, seen)
     if isinstance(node, _ClassBacked):
         if id(node.body) in seen:
-            return True  # a recursive type: the first visit decides
+            return ALWAYS  # a recursive type: the first visit decides
         seen = seen | {id(node.body)}
-    return all(
-        _every_leaf_static(child, marker, default, seen) for _, child in node.children()
-    )
+    found = ALWAYS
+    for _, child in node.children():
+        verdict = _every_leaf_static(child, marker, default, seen)
+        if verdict == NEVER:
+            return NEVER
+        if verdict == BY_VALUE:
+            found = BY_VALUE
+    return found
 
 
-def whole_static(param: Param, flag: Any, default: str) -> bool:
-    """Whether every leaf of this parameter is static, whatever its value."""
+def whole_static(param: Param, flag: Any, default: str) -> str:
+    """Whether every leaf of this parameter is static: `ALWAYS`, `BY_VALUE`, `NEVER`."""
     if param.kind not in _POSITIONAL:
-        return False
+        return NEVER
     kind = flag_kind(flag)
     if kind == "bool":
-        return bool(flag)
-    return kind == "none" and _every_leaf_static(param.node, None, default, set())
+        return ALWAYS if flag else NEVER
+    if kind != "none":
+        return NEVER
+    return _every_leaf_static(param.node, None, default, set())
 
 
 def is_sharding(x: Any) -> bool:

@@ -27,6 +27,8 @@ from ._diagnose import aval, static_issue, traced_issue
 from ._errors import Issue, ValidationError, describe_value, location
 from ._flags import Flags
 from ._layout import (
+    BY_VALUE,
+    NEVER,
     PROBE_SCALARS,
     StaticKey,
     StaticLayout,
@@ -99,9 +101,17 @@ class Splitter:
         self.mixed_idx = tuple(i for i, k in enumerate(kinds) if k is None)
         # When every other argument is wholly static, the call needs no plan.
         self.layout = StaticLayout()
-        self.static_layout = bool(self.mixed_idx) and all(
-            allow_whole and whole_static(positional[i], flags.by_name.get(p), default)
-            for i, p in ((i, positional[i].name) for i in self.mixed_idx)
+        verdicts = [
+            whole_static(positional[i], flags.by_name.get(positional[i].name), default)
+            for i in self.mixed_idx
+        ]
+        self.static_layout = allow_whole and bool(verdicts) and NEVER not in verdicts
+        #: With an `Any` below a static argument, whether the call has only
+        #: static leaves depends on the value (a pytree class there may bring
+        #: markers of its own): decided once per tree structure; when not, the
+        #: call takes the planned path.
+        self._fits: dict[Any, bool] | None = (
+            {} if self.static_layout and BY_VALUE in verdicts else None
         )
         self._static_plans: dict[Any, Plan] = {}
         self._static_keys: dict[Key, StaticKey] = {}
@@ -136,11 +146,33 @@ class Splitter:
             self._static_plans.clear()
             self._static_keys.clear()
             self.static_probes.clear()
+            if self._fits is not None:
+                self._fits.clear()
             self.probing = True
             self.layout.caller = None
 
-    def static_key(self, mixed: Any) -> Key:
-        """The interned key of the wholly static arguments `mixed` (static layout).
+    def _static_fits(self, treedef: Any, args: tuple[Any, ...]) -> bool:
+        """Whether every leaf of this structure is static (in the static layout)."""
+        if self._fits is None:
+            return True
+        fits = self._fits.get(treedef)
+        if fits is None:
+            plan, _ = build_plan(
+                self.spec,
+                self.flags,
+                self.default,
+                args,
+                {},
+                treedef,
+                check=False,
+                skip=frozenset(self.whole_idx),
+            )
+            fits = all(info.kind is Kind.STATIC for info in plan.infos)
+            self._fits[treedef] = fits
+        return fits
+
+    def static_key(self, args: tuple[Any, ...], mixed: Any) -> Key | None:
+        """The interned key of `mixed`, the static arguments of `args` (static layout).
 
         The key is a `StaticKey` made once per distinct content. For a plain dict
         whose keys are strings and whose values are `PROBE_SCALARS` or enum
@@ -151,8 +183,13 @@ class Splitter:
         every key in order and every value with its exact type (so `1`, `1.0`
         and `True` stay apart); the same dict in another key order only costs
         one more miss here.
+
+        `None` when the value holds a pytree class where the annotation says
+        `Any` (its fields may carry markers): that call takes the planned path.
         """
         leaves, treedef = _flatten(mixed)
+        if not self._static_fits(treedef, args):
+            return None
         full = (self.layout, treedef, *leaves, *map(type, leaves))
         try:
             key = self._static_keys.get(full)
@@ -183,7 +220,15 @@ class Splitter:
     ) -> tuple[Key, Sequence[Any]]:
         """The static key and the dynamic arguments of one call."""
         if self.static_layout and not kwargs and len(args) == self.npos:
-            return self.static_key(self.get_mixed(args)), self.get_whole(args)
+            key = self.static_key(args, self.get_mixed(args))
+            if key is not None:
+                return key, self.get_whole(args)
+        return self.split_planned(args, kwargs)
+
+    def split_planned(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Key, Sequence[Any]]:
+        """`split_call` by a plan per tree structure (all but the static layout)."""
         if kwargs:
             leaves, treedef = _flatten((args, kwargs))
             plan = self._kw_plans.get(treedef) or self._plan(
@@ -446,7 +491,9 @@ class Splitter:
     ) -> ValidationError | None:
         """Find the leaves that made a call fail; `None` if they all look fine."""
         issues: list[Issue] = []
-        if not kwargs and self.fast and len(args) == self.npos:
+        plan: Plan | None = None
+        by_layout = self.fast or self.static_layout
+        if not kwargs and by_layout and len(args) == self.npos:
             positional = self.spec.positional
             for i in self.whole_idx:
                 param = positional[i]
@@ -462,8 +509,7 @@ class Splitter:
                             )
                         )
             leaves, treedef = _flatten(self.get_mixed(args))
-            plan = self._fast_plans.get(treedef)
-            if self.static_layout:
+            if self.static_layout and self._static_fits(treedef, args):
                 static_plan, _ = build_plan(
                     self.spec,
                     self.flags,
@@ -478,7 +524,11 @@ class Splitter:
                     issue = static_issue(info, leaf)
                     if issue is not None:
                         issues.append(issue)
-                plan = None
+            elif self.fast:
+                plan = self._fast_plans.get(treedef)
+            else:
+                leaves, treedef = _flatten(args)
+                plan = self._plans.get(treedef)
         else:
             tree = (args, kwargs) if kwargs else args
             leaves, treedef = _flatten(tree)
