@@ -100,3 +100,20 @@ def test_spec_and_explain_build_a_deferred_function(capsys: Any) -> None:
     assert "x: Later" in repr(Local.f.spec)
     treespec.explain(Local.f)
     assert "x" in capsys.readouterr().out
+
+
+class Stacked(eqx.Module):
+    w: jax.Array
+
+    @treespec.jit
+    @treespec.grad
+    def step(self, other: Stacked) -> jax.Array:  # nested transforms, deferred
+        return jnp.sum(self.w * other.w)
+
+
+def test_nested_transforms_each_build_their_own_splitter() -> None:
+    s = Stacked(jnp.arange(3.0))
+    grads = s.step(Stacked(jnp.ones(3)))
+    np.testing.assert_allclose(grads.w, 1.0)
+    outer, inner = Stacked.step, Stacked.step.__wrapped__
+    assert outer._splitter is not inner._splitter

@@ -95,6 +95,8 @@ class Transformed(Generic[_P, _R]):
     ) -> None:
         check_default(default)
         functools.update_wrapper(cast(Any, self), fun)
+        for name in _BUILT:  # copied from `fun.__dict__` when it is a transform
+            self.__dict__.pop(name, None)
         self._fun = fun
         self._default = default
         self._pending: tuple[Any, ...] | None = (
@@ -137,8 +139,9 @@ class Transformed(Generic[_P, _R]):
                 allow_whole=allow_whole,
             )
             self._ready()
-            # Last: once it is set, `__getattr__` is no longer consulted.
             self.__treespec_spec__ = spec
+            # Last: until then, reading a missing attribute builds, or waits
+            # for the build under way.
             self._pending = None
 
     def _ready(self) -> None:
