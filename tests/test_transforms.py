@@ -181,6 +181,31 @@ def test_pmap_single_device_broadcasts_static_leaves() -> None:
     assert traces == [2, 3]
 
 
+def _tagged(x: jax.Array) -> Any:
+    return {"y": x * 2, "tag": "t"}
+
+
+def _plain(x: jax.Array) -> Any:
+    return {"y": x * 2, "z": x}
+
+
+@pytest.mark.parametrize("which", ["jit", "vmap", "pmap"])
+def test_output_trees_cannot_describe_non_array_leaves(which: Any) -> None:
+    mesh = Mesh(np.array(jax.devices()[:1]), ("d",))
+    entry = {"jit": jax.sharding.NamedSharding(mesh, P()), "vmap": 0, "pmap": 0}[which]
+    name = "out_shardings" if which == "jit" else "out_axes"
+    transform = getattr(treespec, which)
+    x = jnp.ones((1, 2))
+    # A tree of output specs over array outputs, or one spec for everything: fine.
+    plain = transform(_plain, **{name: {"y": entry, "z": entry}})
+    np.testing.assert_allclose(plain(x)["z"], x)
+    assert transform(_tagged, **{name: entry})(x)["tag"] == "t"
+    # A tree, where the output also holds a non-array leaf: a SpecError says why.
+    tagged = transform(_tagged, **{name: {"y": entry, "tag": entry}})
+    with pytest.raises(SpecError, match=f"returns non-array leaves.*{name}"):
+        tagged(x)
+
+
 def test_shard_map_single_device() -> None:
     mesh = Mesh(np.array(jax.devices()[:1]), ("d",))
 

@@ -105,6 +105,13 @@ class _AxisMapped(Transformed[_P, _R]):
             jax_kwargs.get("out_axes", 0), (int, type(None))
         )
 
+    def _traced(self, key: Key, *dynamic: Any) -> Any:
+        out = super()._traced(key, *dynamic)
+        if self._tree_out_axes:
+            # A tree of out_axes cannot describe the non-array leaves' aux node.
+            no_tree_for_static_outputs(out, "out_axes", self.spec.name)
+        return out
+
     def _axes(
         self,
         split: Split,
@@ -128,10 +135,7 @@ class _VMapped(_AxisMapped[_P, _R]):
         axes = self._axes(key[0], dynamic, args, kwargs)
 
         def body(*leaves: Any) -> Any:
-            out = self._traced(key, *leaves)
-            if self._tree_out_axes:
-                no_tree_for_static_outputs(out, "out_axes", self.spec.name)
-            return out
+            return self._traced(key, *leaves)
 
         return join_output(jax.vmap(body, in_axes=axes, **self._jax_kwargs)(*dynamic))  # type: ignore[no-any-return]
 
