@@ -29,9 +29,11 @@ from mypy.nodes import (
     AssignmentStmt,
     CallExpr,
     ClassDef,
+    DictExpr,
     FuncDef,
     NameExpr,
     RefExpr,
+    StrExpr,
     TypeInfo,
     Var,
 )
@@ -127,8 +129,51 @@ def _is_dataclass(info: TypeInfo) -> bool:
     )
 
 
-def _fields(t: Instance) -> list[Type]:
-    """Field types of a dataclass-like Instance, generics expanded."""
+def _is_true(expr: object, value: bool) -> bool:
+    return isinstance(expr, NameExpr) and expr.fullname == f"builtins.{value}"
+
+
+def _says_static(name: str | None, arg: object) -> bool:
+    """A keyword of a field specifier that makes the field pytree metadata."""
+    if name == "static":  # equinox.field(static=True)
+        return _is_true(arg, True)
+    if name == "pytree_node":  # flax.struct.field(pytree_node=False)
+        return _is_true(arg, False)
+    if name == "metadata":  # dataclasses.field(metadata={"static": True})
+        if isinstance(arg, DictExpr):
+            return any(
+                isinstance(k, StrExpr) and k.value == "static" and _is_true(v, True)
+                for k, v in arg.items
+            )
+        if isinstance(arg, CallExpr) and isinstance(arg.callee, RefExpr):
+            return arg.callee.fullname == "builtins.dict" and any(
+                n == "static" and _is_true(a, True)
+                for n, a in zip(arg.arg_names, arg.args)
+            )
+    return False
+
+
+def _metadata_fields(info: TypeInfo) -> set[str]:
+    """Fields whose specifier makes them pytree metadata: static, never leaves."""
+    names: set[str] = set()
+    for stmt in info.defn.defs.body:
+        if not isinstance(stmt, AssignmentStmt) or not isinstance(
+            stmt.rvalue, CallExpr
+        ):
+            continue
+        call = stmt.rvalue
+        if any(_says_static(n, a) for n, a in zip(call.arg_names, call.args)):
+            names.update(lv.name for lv in stmt.lvalues if isinstance(lv, NameExpr))
+    return names
+
+
+def _fields(t: Instance) -> list[tuple[Type, bool]]:
+    """(type, is pytree metadata) of each field of a dataclass-like Instance.
+
+    Generics are expanded. Metadata fields (`equinox.field(static=True)`,
+    `flax.struct.field(pytree_node=False)`, `metadata={"static": True}`) are
+    never leaves at runtime, whatever the marker around the class.
+    """
     # Imported here: importing it before mypy.types is a circular import.
     from mypy.expandtype import expand_type_by_instance
 
@@ -136,6 +181,7 @@ def _fields(t: Instance) -> list[Type]:
         return []
     out = []
     for base in reversed(t.type.mro[:-1]):
+        metadata = _metadata_fields(base)
         for name, node in base.names.items():
             var = node.node
             if (
@@ -144,7 +190,7 @@ def _fields(t: Instance) -> list[Type]:
                 and not var.is_classvar
                 and not name.startswith("__")
             ):
-                out.append(expand_type_by_instance(var.type, t))
+                out.append((expand_type_by_instance(var.type, t), name in metadata))
     return out
 
 
@@ -281,8 +327,11 @@ def _walk(
         if fields:
             if marker == "Static" and _unhashable_class(proper.type):
                 report(str(_leaf_problem(proper, marker)))
-            for field in fields:
-                _walk(field, marker, report, seen, top=False)
+            for field, metadata in fields:
+                # Metadata fields live in the tree structure, never as leaves
+                # (static whatever the marker; JAX compares them by ==).
+                if not metadata:
+                    _walk(field, marker, report, seen, top=False)
             return
     problem = _leaf_problem(proper, marker)
     if problem is not None:
