@@ -119,31 +119,27 @@ def checked(fun: Callable[_P, _R]) -> Callable[_P, _R]:
         ```
     """
     localns = caller_namespace(1)
-    splitters: list[Splitter] = []
 
+    @functools.cache
     def splitter() -> Splitter:
         # The transforms' own splitter: plans once per tree structure, and the
         # same checks they run while tracing; here they run on every call.
-        if not splitters:
-            spec = _spec_for(fun, localns)
-            splitters.append(
-                Splitter(
-                    spec,
-                    Flags(),
-                    "infer",
-                    validate=True,
-                    signature=inspect.signature(fun),
-                    allow_whole=False,
-                )
-            )
-            wrapper.__treespec_spec__ = spec  # type: ignore[attr-defined]
-        return splitters[0]
+        spec = _spec_for(fun, localns)
+        wrapper.__treespec_spec__ = spec  # type: ignore[attr-defined]
+        return Splitter(
+            spec,
+            Flags(),
+            "infer",
+            validate=True,
+            signature=inspect.signature(fun),
+            allow_whole=False,
+        )
 
     @functools.wraps(fun)
     def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         if not validation_enabled():
             return fun(*args, **kwargs)
-        split = splitters[0] if splitters else splitter()
+        split = splitter()
         arguments = split.validate_call(*split.split_call(args, kwargs))
         result = fun(*args, **kwargs)
         split.validate_return(result, arguments)

@@ -108,9 +108,6 @@ class Jitted(Transformed[_P, _R]):
         self._last_trace: dict[str, str] | None = None
         self.trace_count = 0
 
-    def _ready(self) -> None:
-        self._split_call = self._splitter.split_call
-
     def clear_cache(self) -> None:
         """Drop every plan, key and compiled executable of this function."""
         with self._lock:
@@ -185,7 +182,7 @@ class Jitted(Transformed[_P, _R]):
             else:
                 dynamic = splitter.get_whole(args)
         else:
-            key, dynamic = self._split_call(args, kwargs)
+            key, dynamic = splitter.split_call(args, kwargs)
         split = key[0]
         try:
             out = (split.caller or self._caller(split))(key, *dynamic)
@@ -202,7 +199,7 @@ class Jitted(Transformed[_P, _R]):
 
     def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> Lowered:
         """Lower for these arguments, as `jax.jit(...).lower`; `.compile()` runs."""
-        key, dynamic = self._split_call(args, kwargs)
+        key, dynamic = self._splitter.split_call(args, kwargs)
         caller: Any = key_split(key).caller or self._caller(key_split(key))
         return Lowered(caller.lower(key, *dynamic), self._splitter, key)
 

@@ -95,13 +95,12 @@ def _every_leaf_static(
 ) -> str:
     """Whether every leaf a value of this annotation can have resolves static."""
     marker = node.marker or inherited
+    static = marker is Marker.STATIC or (marker is None and default == "static")
     if isinstance(node, AnyNode):
-        static = marker is Marker.STATIC or (marker is None and default == "static")
         return BY_VALUE if static else NEVER
     if isinstance(node, NoneNode):
         return ALWAYS
     if isinstance(node, LeafNode):
-        static = marker is Marker.STATIC or (marker is None and default == "static")
         return ALWAYS if static else NEVER
     if isinstance(node, PyTreeNode):
         return _every_leaf_static(node.leaf, marker, default, seen)

@@ -157,19 +157,25 @@ class Splitter:
             return True
         fits = self._fits.get(treedef)
         if fits is None:
-            plan, _ = build_plan(
-                self.spec,
-                self.flags,
-                self.default,
-                args,
-                {},
-                treedef,
-                check=False,
-                skip=frozenset(self.whole_idx),
-            )
+            plan, _ = self._build_static_plan(args, treedef, check=False)
             fits = all(info.kind is Kind.STATIC for info in plan.infos)
             self._fits[treedef] = fits
         return fits
+
+    def _build_static_plan(
+        self, args: tuple[Any, ...], treedef: Any, *, check: bool
+    ) -> tuple[Plan, list[Issue]]:
+        """The plan of the static arguments of `args` (static layout)."""
+        return build_plan(
+            self.spec,
+            self.flags,
+            self.default,
+            args,
+            {},
+            treedef,
+            check=check,
+            skip=frozenset(self.whole_idx),
+        )
 
     def static_key(self, args: tuple[Any, ...], mixed: Any) -> Key | None:
         """The interned key of `mixed`, the static arguments of `args` (static layout).
@@ -202,7 +208,7 @@ class Splitter:
                 self.static_probes.clear()
                 self._static_keys.clear()
             key = self._static_keys.setdefault(full, StaticKey(full))
-        if type(mixed) is dict:
+        if type(mixed) is dict and self.probing:
             values = mixed.values()
             if all(type(k) is str for k in mixed) and all(
                 type(v) in PROBE_SCALARS or isinstance(v, enum.Enum) for v in values
@@ -377,16 +383,7 @@ class Splitter:
         if plan is not None:
             return plan
         with self._lock:
-            plan, issues = build_plan(
-                self.spec,
-                self.flags,
-                self.default,
-                args,
-                {},
-                treedef,
-                check=self.validate,
-                skip=frozenset(self.whole_idx),
-            )
+            plan, issues = self._build_static_plan(args, treedef, check=self.validate)
             leaves = key[2 : 2 + treedef.num_leaves]
             issues += [
                 Issue(
@@ -510,16 +507,7 @@ class Splitter:
                         )
             leaves, treedef = _flatten(self.get_mixed(args))
             if self.static_layout and self._static_fits(treedef, args):
-                static_plan, _ = build_plan(
-                    self.spec,
-                    self.flags,
-                    self.default,
-                    args,
-                    {},
-                    treedef,
-                    check=False,
-                    skip=frozenset(self.whole_idx),
-                )
+                static_plan, _ = self._build_static_plan(args, treedef, check=False)
                 for info, leaf in zip(static_plan.infos, leaves):
                     issue = static_issue(info, leaf)
                     if issue is not None:

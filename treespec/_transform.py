@@ -25,7 +25,7 @@ from ._splitter import Key, Splitter
 __all__ = ["Transformed", "join_output", "split_output"]
 
 #: What `Transformed._build` sets; reading one before it ran builds.
-_BUILT = frozenset({"__treespec_spec__", "_flags", "_splitter", "_split_call"})
+_BUILT = frozenset({"__treespec_spec__", "_flags", "_splitter"})
 _BUILD_LOCK = threading.RLock()
 
 _P = ParamSpec("_P")
@@ -138,14 +138,10 @@ class Transformed(Generic[_P, _R]):
                 in_shardings=in_shardings,
                 allow_whole=allow_whole,
             )
-            self._ready()
             self.__treespec_spec__ = spec
             # Last: until then, reading a missing attribute builds, or waits
             # for the build under way.
             self._pending = None
-
-    def _ready(self) -> None:
-        """Subclass hook: runs once the spec and the splitter exist."""
 
     def __getattr__(self, name: str) -> Any:
         # Only called for attributes not set yet: those `_build` sets, when it
