@@ -21,8 +21,6 @@ from ._transform import (
     Transformed,
     _WithStatic,
     join_output,
-    no_tree_for_static_outputs,
-    split_output,
 )
 
 __all__ = ["Jitted", "jit"]
@@ -99,9 +97,10 @@ class Jitted(Transformed[_P, _R]):
         # A single sharding also covers the aux-only node of non-array outputs;
         # a tree of shardings must match the output exactly (checked at trace).
         out_shardings = kwargs.get("out_shardings")
-        self._tree_out_shardings = out_shardings is not None and not isinstance(
+        if out_shardings is not None and not isinstance(
             out_shardings, jax.sharding.Sharding
-        )
+        ):
+            self._output_tree = "out_shardings"
         self._jax_kwargs = kwargs
         self._lock = threading.RLock()
         self._compiled: dict[tuple[Any, ...], Callable[..., Any]] = {}
@@ -142,10 +141,7 @@ class Jitted(Transformed[_P, _R]):
         self.trace_count += 1
         if self._explain:
             self._report_retrace(key, dynamic)
-        out = split_output(self._call_fun(key, dynamic))
-        if self._tree_out_shardings:
-            no_tree_for_static_outputs(out, "out_shardings", self.spec.name)
-        return out
+        return super()._traced(key, *dynamic)
 
     def _report_retrace(self, key: Key, dynamic: Sequence[Any]) -> None:
         now = self._splitter.describe(key, dynamic)

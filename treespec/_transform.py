@@ -81,6 +81,9 @@ class Transformed(Generic[_P, _R]):
 
     __treespec_spec__: Spec
     _name = "transform"
+    #: The JAX option given as a tree over the output ("out_axes", ...), if any:
+    #: such a tree cannot describe non-array outputs.
+    _output_tree: str | None = None
 
     def __init__(
         self,
@@ -187,14 +190,14 @@ class Transformed(Generic[_P, _R]):
 
     def _traced(self, key: Key, *dynamic: Any) -> Any:
         """The body JAX traces: the call, with non-array outputs set aside."""
-        return split_output(self._call_fun(key, dynamic))
-
-
-def no_tree_for_static_outputs(out: Any, what: str, name: str) -> None:
-    """A tree of output specs cannot describe the aux-only part of an output."""
-    if type(out) is _WithStatic:
-        raise SpecError(
-            f"{name} returns non-array leaves, which a tree of {what} cannot "
-            f"describe: pass one {what[:-1] if what.endswith('s') else what} for "
-            "the whole output, or return arrays only."
-        )
+        out = split_output(self._call_fun(key, dynamic))
+        what = self._output_tree
+        if what is not None and type(out) is _WithStatic:
+            # A tree of output specs cannot describe the aux-only part.
+            raise SpecError(
+                f"{self.spec.name} returns non-array leaves, which a tree of "
+                f"{what} cannot describe: pass one "
+                f"{what[:-1] if what.endswith('s') else what} for the whole output, "
+                "or return arrays only."
+            )
+        return out

@@ -15,7 +15,7 @@ from ._errors import Issue, SpecError, ValidationError, describe_value, location
 from ._plan import Kind, Split
 from ._prefix import Entry, broadcast_call
 from ._splitter import Key
-from ._transform import Transformed, join_output, no_tree_for_static_outputs
+from ._transform import Transformed, join_output
 
 __all__ = ["pmap", "vmap"]
 
@@ -101,16 +101,8 @@ class _AxisMapped(Transformed[_P, _R]):
         self._in_axes = in_axes
         self._jax_kwargs = jax_kwargs
         self._entries: dict[Split, list[Entry]] = {}
-        self._tree_out_axes = not isinstance(
-            jax_kwargs.get("out_axes", 0), (int, type(None))
-        )
-
-    def _traced(self, key: Key, *dynamic: Any) -> Any:
-        out = super()._traced(key, *dynamic)
-        if self._tree_out_axes:
-            # A tree of out_axes cannot describe the non-array leaves' aux node.
-            no_tree_for_static_outputs(out, "out_axes", self.spec.name)
-        return out
+        if not isinstance(jax_kwargs.get("out_axes", 0), (int, type(None))):
+            self._output_tree = "out_axes"
 
     def _axes(
         self,
