@@ -18,7 +18,15 @@ from jax.tree_util import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey
 from ._errors import SpecError
 from ._spec import Spec
 
-__all__ = ["FlagEntry", "Flags", "flag_child", "flag_kind", "normalize_flags"]
+__all__ = [
+    "FlagEntry",
+    "Flags",
+    "flag_child",
+    "flag_kind",
+    "key_name",
+    "normalize_flags",
+    "prefix_child",
+]
 
 FlagEntry = Any
 
@@ -51,42 +59,50 @@ def key_name(key: Any) -> Any:
     return key
 
 
-def flag_child(
-    entry: FlagEntry,
-    key: Any,
-    index: int,
-    sibling_names: list[Any],
-    where: str,
-) -> FlagEntry:
-    """The entry that applies to the child at `key` (the `index`-th child)."""
-    kind = flag_kind(entry)
-    if kind in ("none", "bool", "callable"):
-        return entry
-    name = key_name(key)
-    if kind == "mapping":
-        unknown = [k for k in entry if k not in sibling_names]
+def prefix_child(
+    prefix: Any, index: int, names: list[Any], where: str, what: str
+) -> Any:
+    """The entry of a prefix tree (a container) for the `index`-th child.
+
+    `names` are the children's names or indices (`key_name`); `prefix` is a
+    mapping by name, a list/tuple by position, or an object (a NamedTuple
+    too) with one attribute per named child. `what` names the tree in
+    messages ("a flag tree", ...).
+    """
+    name = names[index]
+    if isinstance(prefix, Mapping):
+        unknown = [k for k in prefix if k not in names]
         if unknown:
             raise SpecError(
                 f"{where} has keys {unknown!r} that the argument does not have "
-                f"(it has {sibling_names!r}); a flag tree must be a prefix of the "
-                "argument's structure."
+                f"(it has {names!r}); {what} must be a prefix of the argument's "
+                "structure."
             )
-        return entry.get(name)
-    if kind == "sequence":
-        if len(entry) != len(sibling_names):
+        return prefix.get(name)
+    if isinstance(prefix, (list, tuple)) and not hasattr(prefix, "_fields"):
+        if len(prefix) != len(names):
             raise SpecError(
-                f"{where} has {len(entry)} entries but the argument has "
-                f"{len(sibling_names)} children; a flag tree must be a prefix of the "
-                "argument's structure."
+                f"{where} has {len(prefix)} entries but the argument there has "
+                f"{len(names)} children; {what} must be a prefix of the argument's "
+                "structure."
             )
-        return entry[index]
-    if isinstance(name, str) and hasattr(entry, name):
-        return getattr(entry, name)
+        return prefix[index]
+    if isinstance(name, str) and hasattr(prefix, name):
+        return getattr(prefix, name)
     raise SpecError(
-        f"{where} is a {type(entry).__name__}, which has no entry for {name!r}; "
-        "use True/False/None, a callable, or a dict/list/tuple shaped like the "
-        "argument."
+        f"{where} is a {type(prefix).__name__}, which has no entry for {name!r}; "
+        "give one entry for the whole subtree, or a dict/list/tuple shaped like "
+        "the argument."
     )
+
+
+def flag_child(
+    entry: FlagEntry, index: int, sibling_names: list[Any], where: str
+) -> FlagEntry:
+    """The flag that applies to the `index`-th child of a node."""
+    if flag_kind(entry) in ("none", "bool", "callable"):
+        return entry
+    return prefix_child(entry, index, sibling_names, where, "a flag tree")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any
 from jax.tree_util import keystr
 
 from ._errors import SpecError
-from ._flags import key_name
+from ._flags import key_name, prefix_child
 from ._resolve import child_items
 from ._spec import Spec
 
@@ -61,30 +61,8 @@ def _broadcast(
         )
     names = [key_name(k) for k, _ in children]
     for index, (key, child) in enumerate(children):
-        sub_where = where + keystr((key,))
-        if isinstance(prefix, Mapping):
-            unknown = [k for k in prefix if k not in names]
-            if unknown:
-                raise SpecError(
-                    f"{where} has keys {unknown!r} that the argument does not have "
-                    f"(it has {names!r})."
-                )
-            sub = prefix.get(names[index])
-        elif isinstance(prefix, (list, tuple)):
-            if len(prefix) != len(children):
-                raise SpecError(
-                    f"{where} has {len(prefix)} entries but the argument there has "
-                    f"{len(children)}; it must be a prefix of the argument."
-                )
-            sub = prefix[index]
-        elif isinstance(names[index], str) and hasattr(prefix, names[index]):
-            sub = getattr(prefix, names[index])
-        else:
-            raise SpecError(
-                f"{where} is a {type(prefix).__name__}, which is not a prefix of the "
-                f"argument (no entry for {names[index]!r})."
-            )
-        _broadcast(sub, child, is_entry, sub_where, out)
+        sub = prefix_child(prefix, index, names, where, "this tree")
+        _broadcast(sub, child, is_entry, where + keystr((key,)), out)
 
 
 def _leaves(tree: Any) -> list[Any]:

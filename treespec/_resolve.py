@@ -207,7 +207,7 @@ def _walk(
             )
         )
     for index, (key, child) in enumerate(children):
-        sub_flag = flag_child(flag, key, index, names, flag_src)
+        sub_flag = flag_child(flag, index, names, flag_src)
         sub_src = flag_src
         if flag_kind(flag) not in ("none", "bool", "callable"):
             sub_src = flag_src + keystr((key,))
