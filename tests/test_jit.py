@@ -206,7 +206,7 @@ def test_inferred_kind_follows_each_calls_leaf_type(counter: dict[str, int]) -> 
         assert traced == (type(s) is not float and type(s) is not int)
     # Static 2.0, a traced float32[] (the JAX and the NumPy scalar alike), static 2.
     assert counter["n"] == 3
-    (plan,) = jitted._splitter._plans.values()
+    (plan,) = jitted._splitter.positional._plans.values()
     assert len(plan._splits) == 2  # static s or traced s: one Split per answer
 
 
@@ -477,7 +477,7 @@ def test_whole_dynamic_argument_is_checked_while_tracing(
         counter["n"] += 1
         return p["a"] * k
 
-    assert f._splitter.whole_idx == (0,)
+    assert f._splitter.positional.whole_idx == (0,)
     np.testing.assert_allclose(f({"a": jnp.ones(2), "b": jnp.ones(2)}, 2), 2.0)
     with pytest.raises(ValidationError, match=r"p\['b'\]: expected required key 'b'"):
         f({"a": jnp.ones(2)}, 2)
@@ -493,7 +493,7 @@ def test_whole_arguments_flagged_false_and_donated() -> None:
     def f(tree: Any, n: Any) -> Any:
         return jax.tree_util.tree_map(lambda v: v * n, tree)
 
-    assert f._splitter.whole_idx == (0,)
+    assert f._splitter.positional.whole_idx == (0,)
     out = f({"a": jnp.ones(2), "b": [jnp.ones(1)]}, 3)
     np.testing.assert_allclose(out["b"][0], 3.0)
 
@@ -517,9 +517,9 @@ def test_keyword_and_positional_calls_agree() -> None:
 
 
 def test_resolution_runs_once_per_tree_structure(spy: Any) -> None:
-    import treespec._splitter as splitter
+    import treespec._routes as routes
 
-    builds = spy(splitter, "build_plan")
+    builds = spy(routes, "build_plan")
 
     @treespec.jit
     def f(x: jax.Array, cfg: Static[dict[str, Any]]) -> jax.Array:

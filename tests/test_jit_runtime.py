@@ -58,7 +58,8 @@ def test_threads_share_one_cache(whole: bool) -> None:
         def f(x: jax.Array, cfg: Static[dict[str, Any]]) -> jax.Array:
             return body(x, cfg)
 
-    assert f._splitter.static_layout is whole
+    # The x-inferred config is planned per structure (an array in x is traced).
+    assert f._splitter.positional.whole_idx == ((0,) if whole else ())
 
     configs = [{"k": k, "name": "n" * k} for k in range(1, 6)]
     errors: list[BaseException] = []
@@ -91,4 +92,5 @@ def test_threads_share_one_cache(whole: bool) -> None:
         f(jnp.ones(3), dict(cfg))
     assert len(traces) == warm  # once warm, no config traces again
     if whole:  # the five configs went through the probe lookup
-        assert f._splitter.probing and len(f._splitter.static_probes) == 5
+        route = f._splitter.positional
+        assert route.probing and len(route.probes) == 5

@@ -16,7 +16,8 @@ from ._errors import Issue, SpecError, ValidationError
 from ._partition import combine
 from ._plan import Split
 from ._retrace import describe_retrace
-from ._splitter import Key, Splitter, key_split
+from ._routes import Key, key_split, same_call
+from ._splitter import Splitter
 from ._transform import (
     Transformed,
     _WithStatic,
@@ -122,8 +123,9 @@ class Jitted(Transformed[_P, _R]):
         with self._lock:
             if split.caller is not None:
                 return split.caller  # type: ignore[no-any-return]
-            donate = self._splitter.donate_argnums(split)
-            in_sh = self._splitter.in_shardings_for(split)
+            route = split.plan.route
+            donate = route.donate_argnums(split)
+            in_sh = route.in_shardings(split)
             config = (donate, in_sh)
             compiled = self._compiled.get(config)
             if compiled is None:
@@ -156,29 +158,25 @@ class Jitted(Transformed[_P, _R]):
         )
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        splitter = self._splitter
-        if splitter.static_layout and not kwargs and len(args) == splitter.npos:
-            # Splitter.split_call's first branch, inlined: the common case of
-            # arguments that are each wholly static or wholly dynamic. A plain
-            # dict of scalars is looked up by its probe, without a flatten.
-            mixed = splitter.get_mixed(args)
+        route = self._splitter.positional
+        if not kwargs and len(args) == route.npos:
+            # The positional route, inlined: the common case. A plain dict of
+            # scalars whose structure is all static is looked up by its probe,
+            # without a flatten.
+            mixed = route.get_mixed(args)
             key: Key | None = None
-            if type(mixed) is dict and splitter.probing:
+            if type(mixed) is dict and route.probing:
                 values = mixed.values()
                 try:
-                    key = splitter.static_probes.get(
-                        (*mixed, *values, *map(type, values))
-                    )
-                except TypeError:  # an unhashable value: static_key stops probing
+                    key = route.probes.get((*mixed, *values, *map(type, values)))
+                except TypeError:  # an unhashable value: `split` stops probing
                     key = None
             if key is None:
-                key = splitter.static_key(args, mixed)
-            if key is None:  # a pytree class with markers where it says Any
-                key, dynamic = splitter.split_planned(args, kwargs)
+                key, dynamic = route.split(args, kwargs)
             else:
-                dynamic = splitter.get_whole(args)
+                dynamic = route.get_whole(args)
         else:
-            key, dynamic = splitter.split_call(args, kwargs)
+            key, dynamic = self._splitter.general.split(args, kwargs)
         split = key[0]
         try:
             out = (split.caller or self._caller(split))(key, *dynamic)
@@ -227,7 +225,7 @@ class Compiled:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         key, dynamic = self._splitter.split_call(args, kwargs)
-        if tuple(key) != tuple(self._key):
+        if not same_call(key, self._key):
             raise ValidationError(
                 [
                     Issue(

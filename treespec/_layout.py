@@ -1,10 +1,8 @@
-"""How each argument of a function is handed to JAX, decided once per function.
+"""What the positional route decides once per function, and the keys it interns.
 
-An argument is *wholly dynamic* when every leaf it can have is traced (so JAX
-gets it unflattened), *wholly static* when every leaf is static (so it needs
-no plan per call), or mixed. Below an `Any` under a static marker, a value's
-pytree class may bring markers of its own; such an argument is wholly static
-per tree structure of its value, decided once for each (`Splitter._fits`).
+An argument is *wholly dynamic* when every leaf it can have is traced, whatever
+the value: JAX then gets it unflattened. Whether the other leaves of a call are
+all static is known per tree structure, from its plan (see `_routes.py`).
 """
 
 from __future__ import annotations
@@ -17,19 +15,9 @@ import jax
 from ._flags import flag_kind
 from ._markers import Marker
 from ._plan import Kind
-from ._spec import AnyNode, LeafNode, Node, NoneNode, Param, PyTreeNode, _ClassBacked
+from ._spec import AnyNode, Node, Param, PyTreeNode, _ClassBacked
 
-__all__ = [
-    "ALWAYS",
-    "BY_VALUE",
-    "NEVER",
-    "PROBE_SCALARS",
-    "StaticKey",
-    "StaticLayout",
-    "is_sharding",
-    "whole_kind",
-    "whole_static",
-]
+__all__ = ["PROBE_SCALARS", "StaticKey", "is_sharding", "whole_kind"]
 
 _POSITIONAL = (
     inspect.Parameter.POSITIONAL_ONLY,
@@ -83,72 +71,14 @@ def whole_kind(param: Param, flag: Any) -> Kind | None:
     return None
 
 
-#: Whether every leaf of an annotation is static: whatever the value ("always"),
-#: depending on the value ("by value": an `Any` below a static marker, where a
-#: pytree class may bring markers of its own; plain containers bring none), or
-#: not ("never").
-ALWAYS, BY_VALUE, NEVER = "always", "by value", "never"
-
-
-def _every_leaf_static(
-    node: Node, inherited: Marker | None, default: str, seen: set[int]
-) -> str:
-    """Whether every leaf a value of this annotation can have resolves static."""
-    marker = node.marker or inherited
-    static = marker is Marker.STATIC or (marker is None and default == "static")
-    if isinstance(node, AnyNode):
-        return BY_VALUE if static else NEVER
-    if isinstance(node, NoneNode):
-        return ALWAYS
-    if isinstance(node, LeafNode):
-        return ALWAYS if static else NEVER
-    if isinstance(node, PyTreeNode):
-        return _every_leaf_static(node.leaf, marker, default, seen)
-    if isinstance(node, _ClassBacked):
-        if id(node.body) in seen:
-            return ALWAYS  # a recursive type: the first visit decides
-        seen = seen | {id(node.body)}
-    found = ALWAYS
-    for _, child in node.children():
-        verdict = _every_leaf_static(child, marker, default, seen)
-        if verdict == NEVER:
-            return NEVER
-        if verdict == BY_VALUE:
-            found = BY_VALUE
-    return found
-
-
-def whole_static(param: Param, flag: Any, default: str) -> str:
-    """Whether every leaf of this parameter is static: `ALWAYS`, `BY_VALUE`, `NEVER`."""
-    if param.kind not in _POSITIONAL:
-        return NEVER
-    kind = flag_kind(flag)
-    if kind == "bool":
-        return ALWAYS if flag else NEVER
-    if kind != "none":
-        return NEVER
-    return _every_leaf_static(param.node, None, default, set())
-
-
 def is_sharding(x: Any) -> bool:
     return x is None or isinstance(x, jax.sharding.Sharding)
 
 
-class StaticLayout:
-    """The first item of the key of a call whose arguments are each wholly static
-    or wholly dynamic: the key is `(layout, treedef, *static_leaves, *types)`, with
-    no plan looked up per call (the plan is built while tracing)."""
-
-    __slots__ = ("caller",)
-
-    def __init__(self) -> None:
-        self.caller: Any = None
-
-
 class StaticKey(tuple):  # type: ignore[type-arg]
-    """An interned static-layout key: `(layout, treedef, *static_leaves, *types)`.
+    """An interned key of an all-static structure: `(split, *leaves, *types)`.
 
-    A `Splitter` makes one per distinct content, so identity stands for
+    A `PositionalRoute` makes one per distinct content, so identity stands for
     equality: JAX hashes and compares it (as the compiled call's static
     argument) in C, by identity, instead of hashing every leaf on each call.
     Compare contents with `tuple(a) == tuple(b)`.
@@ -161,6 +91,6 @@ class StaticKey(tuple):  # type: ignore[type-arg]
 
 
 #: Leaf types whose `==` is exact enough to stand for the leaf in a probe (see
-#: `Splitter.static_key`): equal values of one of these types make equal keys
+#: `PositionalRoute._intern`): equal values of one of these types make equal keys
 #: (bar `0.0 == -0.0`, which JAX's own cache treats alike).
 PROBE_SCALARS = frozenset({bool, int, float, complex, str, bytes, type(None)})

@@ -107,9 +107,9 @@ class Plan:
     def __init__(self, treedef: Any, infos: tuple[LeafInfo, ...]) -> None:
         self.treedef = treedef
         self.infos = infos
-        #: What `treedef` is of: "args", "kwargs" (`(args, kwargs)`) or "fast"
-        #: (the positional arguments that are not dynamic as a whole).
-        self.layout = "args"
+        #: The route whose calls have this structure (it reads keys of its
+        #: splits back, and knows what `treedef` is the structure of).
+        self.route: Any = None
         #: Per-leaf `in_shardings` entries, when the transform was given some.
         self.shardings: list[Any] | None = None
         self.probe_idx = tuple(i for i, info in enumerate(infos) if info.kind is None)

@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-__all__ = ["describe_retrace"]
+import jax
+from jax.tree_util import keystr
+
+from ._diagnose import aval
+from ._plan import Kind
+
+if TYPE_CHECKING:
+    from ._routes import CallView
+
+__all__ = ["describe_retrace", "describe_view"]
 
 _TOKEN = re.compile(r"\[[^\]]*\]|\.\w+|^[^\[.]+")
 
@@ -30,3 +40,17 @@ def describe_retrace(old: dict[str, str], new: dict[str, str]) -> list[str]:
         if path in old and old[path] != new[path]:
             changes.append(f"{path}: {old[path]} -> {new[path]}")
     return changes or ["no leaf changed (a new jax.jit cache entry was needed)"]
+
+
+def describe_view(view: CallView) -> dict[str, str]:
+    """`{leaf path: value (type) or dtype[shape]}` of one trace."""
+    described: dict[str, str] = {}
+    for param, value, _ in view.whole:
+        for path, leaf in jax.tree_util.tree_flatten_with_path(value)[0]:
+            described[param.name + keystr(path)] = aval(leaf)
+    for info, kind, leaf in view.pairs:
+        if kind is Kind.STATIC:
+            described[info.path] = f"{leaf!r} ({type(leaf).__name__})"
+        else:
+            described[info.path] = aval(leaf)
+    return described

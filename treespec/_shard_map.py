@@ -14,7 +14,7 @@ from ._api import caller_namespace
 from ._errors import SpecError
 from ._plan import Kind
 from ._prefix import broadcast_call
-from ._splitter import Key
+from ._routes import Key
 from ._transform import Transformed, join_output
 
 __all__ = ["shard_map"]

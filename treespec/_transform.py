@@ -18,9 +18,10 @@ from ._errors import SpecError
 from ._flags import Flags, normalize_flags
 from ._partition import combine
 from ._resolve import check_default
+from ._routes import Key
 from ._rules import is_array
 from ._spec import Spec
-from ._splitter import Key, Splitter
+from ._splitter import Splitter
 
 __all__ = ["Transformed", "join_output", "split_output"]
 

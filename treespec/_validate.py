@@ -12,22 +12,26 @@ import contextlib
 import dataclasses
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
 from beartype.door import is_bearable
 
-from ._errors import Issue, describe_value, location
+from ._errors import Issue, ValidationError, describe_value, location
 from ._hints import _is_jaxtyping_array
 from ._plan import Kind, LeafInfo
 from ._rules import is_array
-from ._spec import AnyNode, LeafNode, Node, NoneNode, UnionNode
+from ._spec import AnyNode, LeafNode, Node, NoneNode, Spec, UnionNode
+
+if TYPE_CHECKING:
+    from ._routes import CallView
 
 __all__ = [
     "Bindings",
     "check_call",
     "check_leaves",
+    "check_view",
     "jaxtyping_context",
     "pairs_of",
     "return_pairs",
@@ -207,6 +211,40 @@ def check_call(arguments: Sequence[Pair], returned: Sequence[Pair] = ()) -> list
         if returned:
             issues = check_leaves(returned, bindings)
     return issues
+
+
+def check_view(spec: Spec, view: CallView) -> list[Pair]:
+    """Validate one call from its route's view; its pairs, for checking the return.
+
+    Checks the structure of the arguments handed to JAX whole (their flag
+    entry wins over the markers below, as in the split), every static leaf
+    against its type (beartype), every traced leaf's shape and dtype
+    (jaxtyping), with dimension names bound across all arguments. Raises
+    `ValidationError` naming every problem found.
+    """
+    from ._resolve import walk_value
+
+    issues: list[Issue] = []
+    pairs: list[Pair] = []
+    for param, value, flag in view.whole:
+        infos, found, _ = walk_value(
+            value,
+            param.node,
+            path=param.name,
+            argument=param.name,
+            flags=flag,
+            default="dynamic",
+            check=True,
+        )
+        issues.extend(found)
+        pairs.extend(pairs_of(infos, jax.tree_util.tree_leaves(value)))
+    pairs.extend(view.pairs)
+    order = {p.name: i for i, p in enumerate(spec.params)}
+    pairs.sort(key=lambda pair: order.get(pair[0].argument.split("[")[0], len(order)))
+    issues.extend(check_call(pairs))
+    if issues:
+        raise ValidationError(issues, spec.name)
+    return pairs
 
 
 def return_pairs(value: Any, node: Node) -> tuple[list[Pair], list[Issue]]:

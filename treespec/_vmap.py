@@ -14,7 +14,7 @@ from ._api import caller_namespace
 from ._errors import Issue, SpecError, ValidationError, describe_value, location
 from ._plan import Kind, Split
 from ._prefix import Entry, broadcast_call
-from ._splitter import Key
+from ._routes import Key
 from ._transform import Transformed, join_output
 
 __all__ = ["pmap", "vmap"]
@@ -199,7 +199,7 @@ class _PMapped(_AxisMapped[_P, _R]):
         self._lock = threading.Lock()
 
     def _compiled_for(self, split: Split, axes: tuple[Any, ...]) -> Callable[..., Any]:
-        config = (self._splitter.donate_argnums(split), axes)
+        config = (split.plan.route.donate_argnums(split), axes)
         compiled = self._compiled.get(config)
         if compiled is None:
             with self._lock:

@@ -1,8 +1,10 @@
-"""The call layouts of treespec.jit's hot path, each held to the same behaviour.
+"""The routes of treespec.jit (`treespec._routes`), each held to the same behaviour.
 
-- "static": every argument is wholly dynamic or wholly static; no plan per call.
-- "fast": wholly dynamic arguments go to JAX unflattened, the rest is planned.
-- "args"/"kwargs": everything flattened and planned.
+- The positional route: wholly dynamic arguments go to JAX unflattened, the
+  rest is flattened and planned per tree structure; a structure whose leaves
+  are all static gets interned keys, and a plain dict of scalars a probe
+  (no flatten per call).
+- The call route: keywords or extra `*args`, `(args, kwargs)` flattened.
 """
 
 from __future__ import annotations
@@ -41,13 +43,23 @@ def _make(counter: dict[str, int]) -> Any:
     return f
 
 
-def test_static_layout_is_chosen() -> None:
+def _interned(f: Any, *args: Any) -> bool:
+    """Whether this call's key is interned (its flattened leaves all static)."""
+    from treespec._layout import StaticKey
+
+    key, _ = f._splitter.split_call(args, {})
+    return type(key) is StaticKey
+
+
+def test_all_static_structures_get_interned_keys() -> None:
     f = _make({"n": 0})
-    assert f._splitter.static_layout
+    assert f._splitter.positional.whole_idx == (0, 1)
+    assert _interned(f, {"w": jnp.ones(2)}, jnp.ones(2), CFG)
     g = treespec.jit(lambda p, x, c: x, static_flags=[False, False, True])
-    assert g._splitter.static_layout
-    h = treespec.jit(lambda x, c: x)  # "infer": must look at values
-    assert not h._splitter.static_layout
+    assert _interned(g, {"w": jnp.ones(2)}, jnp.ones(2), CFG)
+    h = treespec.jit(lambda x, c: x)  # "infer": arrays are traced
+    assert not _interned(h, jnp.ones(2), {"a": 1})
+    assert _interned(h, 1.0, {"a": 1})  # no array: every leaf static
 
 
 def test_static_layout_cache_keys(counter: dict[str, int]) -> None:
@@ -89,13 +101,23 @@ def test_static_layout_validation_names_the_leaf() -> None:
     assert "cfg['sizes'][0]" in msg and "hashable" in msg and "Dynamic" in msg
 
 
-def test_static_layout_without_validation_still_names_bad_structure() -> None:
+def test_static_layout_without_validation_resolves_an_extra_key_by_the_default(
+    counter: dict[str, int],
+) -> None:
+    # validate=False checks nothing against the annotations: an extra key is a
+    # leaf like any unannotated one ("infer": an array there is traced), as on
+    # every route. With validation on, it is named.
     @partial(treespec.jit, validate=False)
     def f(x: Dynamic[jax.Array], cfg: Config) -> Any:
-        return x
+        counter["n"] += 1
+        return x + cfg["extra"].sum()
 
-    with pytest.raises(ValidationError, match=r"cfg\['extra'\]"):
-        f(jnp.ones(1), {**CFG, "extra": jnp.ones(3)})
+    np.testing.assert_allclose(f(jnp.ones(1), {**CFG, "extra": jnp.ones(3)}), 4.0)
+    np.testing.assert_allclose(f(jnp.ones(1), {**CFG, "extra": jnp.zeros(3)}), 1.0)
+    assert counter["n"] == 1
+    g = treespec.jit(f.__wrapped__)
+    with pytest.raises(ValidationError, match=r"cfg\['extra'\].*unexpected key"):
+        g(jnp.ones(1), {**CFG, "extra": jnp.ones(3)})
 
 
 def test_static_layout_explains_recompiles(caplog: pytest.LogCaptureFixture) -> None:
@@ -119,7 +141,7 @@ def test_static_layout_lower_shardings_and_clear_cache(counter: dict[str, int]) 
         counter["n"] += 1
         return x * cfg["depth"]
 
-    assert f._splitter.static_layout
+    assert _interned(f, jnp.ones(2), CFG)
     out = f(jnp.ones(2), CFG)
     assert out.sharding == replicated
     compiled = f.lower(jnp.ones(2), CFG).compile()
@@ -157,12 +179,13 @@ def _echo(counter: dict[str, int]) -> Any:
 
 
 def test_scalar_dict_is_probed_not_flattened(counter: dict[str, int], spy: Any) -> None:
-    from treespec import _splitter
+    from treespec import _routes
 
     f = _echo(counter)
     f(jnp.ones(2), {"depth": 2, "name": "a", "scale": 1})
-    assert f._splitter.probing and len(f._splitter.static_probes) == 1
-    slow = spy(_splitter.Splitter, "static_key")
+    route = f._splitter.positional
+    assert route.probing and len(route.probes) == 1
+    slow = spy(_routes.PositionalRoute, "split")
     out, cfg = f(jnp.zeros(2), {"depth": 2, "name": "a", "scale": 1})  # a new dict
     assert slow == [] and counter["n"] == 1
     assert cfg == {"depth": 2, "name": "a", "scale": 1}
@@ -198,26 +221,28 @@ def test_dict_that_cannot_be_probed_turns_probing_off(counter: dict[str, int]) -
 
     sizes = [1, 2]
     np.testing.assert_allclose(f(jnp.ones(1), {"sizes": sizes}), 3.0)
-    assert not f._splitter.probing and not f._splitter.static_probes
+    route = f._splitter.positional
+    assert not route.probing and not route.probes
     sizes.append(3)
     np.testing.assert_allclose(f(jnp.ones(1), {"sizes": sizes}), 6.0)
     f.clear_cache()
-    assert f._splitter.probing
+    assert route.probing
 
 
 def test_static_keys_are_bounded(
     counter: dict[str, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from treespec import _splitter
+    from treespec import _routes
 
-    monkeypatch.setattr(_splitter, "MAX_STATIC_KEYS", 3)
+    monkeypatch.setattr(_routes, "MAX_STATIC_KEYS", 3)
     f = _echo(counter)
+    route = f._splitter.positional
     for depth in [*range(1, 8), 1, 2]:
         out, cfg = f(jnp.ones(1), {"depth": depth, "name": "a", "scale": 0.5})
         np.testing.assert_allclose(out, float(depth))
         assert cfg["depth"] == depth
-        assert len(f._splitter._static_keys) <= 3
-        assert len(f._splitter.static_probes) <= 3
+        assert len(route._interned) <= 3
+        assert len(route.probes) <= 3
 
 
 def test_unhashable_scalar_config_value_is_named() -> None:
@@ -275,7 +300,7 @@ def test_enum_values_are_probed(counter: dict[str, int]) -> None:
     for act in (Act.RELU, 1, Act.TANH, Act.RELU, 1):  # 1 == Act.RELU: still apart
         _, out = f(jnp.ones(1), {"act": act})
         assert out == act and type(out) is type(act)
-    assert f._splitter.probing and counter["n"] == 3
+    assert f._splitter.positional.probing and counter["n"] == 3
 
 
 def test_compiled_checks_the_static_values_it_was_lowered_for() -> None:
@@ -313,10 +338,11 @@ def test_any_below_static_takes_the_static_layout_for_plain_containers(
         traced = isinstance(inner.w, jax.core.Tracer) if inner is not None else None
         return x * cfg["k"], traced
 
-    assert f._splitter.static_layout
+    route = f._splitter.positional
+    assert _interned(f, jnp.ones(1), {"k": 2, "name": "a"})
     f(jnp.ones(1), {"k": 2, "name": "a"})
     f(jnp.ones(1), {"k": 2, "name": "a"})
-    assert f._splitter.static_probes and counter["n"] == 1
+    assert route.probes and counter["n"] == 1
     out, _ = f(jnp.ones(1), {"k": 3, "sizes": [1, (2, None)]})  # nested: flattened
     np.testing.assert_allclose(out, 3.0)
     assert counter["n"] == 2
@@ -328,13 +354,14 @@ def test_any_below_static_takes_the_static_layout_for_plain_containers(
     assert counter["n"] == 3
     f(jnp.ones(1), {"k": 2, "inner": _Inner(jnp.zeros(2), "u")})  # tag is static
     assert counter["n"] == 4
-    planned = len(f._splitter._fast_plans)
-    assert planned == 1
-    # A class with no markers of its own (all static): the static layout again.
+    assert not _interned(f, jnp.ones(1), {"k": 2, "inner": _Inner(jnp.ones(2), "t")})
+    # A class with no markers of its own (all static): interned again.
     f(jnp.ones(1), {"k": 2, "pair": _Pair(1, "x")})
     f(jnp.ones(1), {"k": 2, "pair": _Pair(1, "x")})
-    assert counter["n"] == 5 and len(f._splitter._fast_plans) == planned
-    assert sorted(f._splitter._fits.values()) == [False, True, True, True]
+    assert counter["n"] == 5
+    assert _interned(f, jnp.ones(1), {"k": 2, "pair": _Pair(1, "x")})
+    # One plan per tree structure: two plain dicts, the _Inner one, the _Pair one.
+    assert len(route._plans) == 4
 
 
 def test_only_static_arguments_still_name_an_unhashable_leaf() -> None:
@@ -342,7 +369,8 @@ def test_only_static_arguments_still_name_an_unhashable_leaf() -> None:
     def f(table: Static[Any], n: Static[int]) -> int:
         return n
 
-    assert f._splitter.static_layout and not f._splitter.fast
+    assert f._splitter.positional.whole_idx == ()
+    assert _interned(f, (1, "a"), 2)
     assert f((1, "a"), 2) == 2
     with pytest.raises(ValidationError, match=r"(?s)argument table.*Dynamic"):
         f(jnp.ones(3), 2)

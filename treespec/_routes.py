@@ -1,0 +1,439 @@
+"""Routes: the ways a call is split into a static key and dynamic arguments.
+
+A route owns, for the calls it takes:
+
+- its split: `(args, kwargs)` to `(key, dynamic)`;
+- its key, always `(split, *static_leaves, *their_types)` (`make_key`, read back
+  by `key_split`/`key_static`), where `split` (a `Split`, one per tree
+  structure and kinds) knows its route: `key_split(key).plan.route`;
+- its rebuild: `(key, dynamic)` back to `(args, kwargs)`;
+- the view that validation, retrace descriptions, diagnosis, donation and
+  shardings read (`CallView`, `donate_argnums`, `in_shardings`, `diagnose`).
+
+Two routes cover every call:
+
+- `PositionalRoute`: exactly the positional parameters, no keywords. Arguments
+  that are dynamic as a whole (`Dynamic[...]`/`Donate[...]` with no marker
+  below, or a `False` flag) go to JAX unflattened; the others are flattened
+  together (one of them alone, when there is one). When every flattened leaf
+  of a structure is static, the key is interned (`StaticKey`) so that JAX
+  hashes it by identity, and a plain dict of scalars registers a *probe* that
+  `Jitted.__call__` looks up without flattening.
+- `CallRoute`: any other call (keywords, extra `*args`): `(args, kwargs)`
+  flattened together.
+
+No code outside this module asks which route a key belongs to.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import inspect
+import operator
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+from jax.tree_util import keystr
+
+from ._diagnose import static_issue, traced_issue
+from ._errors import Issue, ValidationError
+from ._flags import FlagEntry, Flags
+from ._layout import PROBE_SCALARS, StaticKey, is_sharding
+from ._plan import Kind, Plan, Split, _getter
+from ._prefix import broadcast_call, top_entry
+from ._resolve import build_plan
+from ._rules import is_array_like
+from ._spec import Param, Spec
+from ._validate import Pair
+
+__all__ = [
+    "MAX_STATIC_KEYS",
+    "CallRoute",
+    "CallView",
+    "Key",
+    "PositionalRoute",
+    "Route",
+    "key_split",
+    "key_static",
+    "make_key",
+    "same_call",
+]
+
+# The registry's own method: one Python frame less than `tree_flatten` per call.
+_flatten = jax.tree_util.default_registry.flatten
+
+#: The static part of one call: `(split, *static_leaves, *their_types)`. JAX
+#: hashes it as the static argument of the compiled call, so `1`, `1.0` and
+#: `True` (equal, same hash) still make three keys.
+Key = tuple[Any, ...]
+
+#: Distinct interned keys (and probes) a route keeps before starting over (like
+#: JAX's own bounded cache: only a function called with thousands of static
+#: configurations, each compiled, ever reaches it).
+MAX_STATIC_KEYS = 4096
+
+
+def make_key(split: Split, static: Sequence[Any]) -> Key:
+    """The key of a call: the split, its static leaves, and their types."""
+    return (split, *static, *map(type, static))
+
+
+def key_split(key: Key) -> Split:
+    """The `Split` a key was made for (its route is `split.plan.route`)."""
+    return key[0]  # type: ignore[no-any-return]
+
+
+def key_static(key: Key) -> tuple[Any, ...]:
+    """The static leaves of a key, in the split's order."""
+    split: Split = key[0]
+    return key[1 : 1 + len(split.static_idx)]
+
+
+def same_call(a: Key, b: Key) -> bool:
+    """Whether two keys stand for the same compiled call, even across
+    `clear_cache` (which makes new splits): the same structure, kinds and
+    static leaves with their types."""
+    split_a, split_b = key_split(a), key_split(b)
+    return (
+        split_a.plan.route is split_b.plan.route
+        and split_a.plan.treedef == split_b.plan.treedef
+        and split_a.kinds == split_b.kinds
+        and tuple(a[1:]) == tuple(b[1:])
+    )
+
+
+@dataclasses.dataclass
+class CallView:
+    """What a route tells about one call, for validation and retrace messages.
+
+    `whole` are the arguments handed to JAX whole, each with its flag entry;
+    `pairs` are the flattened leaves, each with how it was resolved and its kind.
+    """
+
+    whole: list[tuple[Param, Any, FlagEntry]]
+    pairs: list[Pair]
+
+
+@dataclasses.dataclass(frozen=True)
+class RouteContext:
+    """What every route of one function shares."""
+
+    spec: Spec
+    flags: Flags
+    default: str
+    validate: bool
+    signature: inspect.Signature | None
+    in_shardings: Any
+
+
+class Route:
+    """The part of a route that does not depend on how it flattens."""
+
+    def __init__(self, ctx: RouteContext) -> None:
+        self.ctx = ctx
+        self._plans: dict[Any, Plan] = {}
+        self._lock = threading.RLock()
+
+    # What each route defines.
+
+    def split(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Key, Sequence[Any]]:
+        raise NotImplementedError
+
+    def rebuild(
+        self, key: Key, dynamic: Sequence[Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        raise NotImplementedError
+
+    def view(self, key: Key, dynamic: Sequence[Any]) -> CallView:
+        raise NotImplementedError
+
+    def donate_argnums(self, split: Split, offset: int = 1) -> tuple[int, ...]:
+        """Positions of donated dynamic arguments in the call `(key, *dynamic)`."""
+        raise NotImplementedError
+
+    def in_shardings(self, split: Split) -> tuple[Any, ...] | None:
+        """One `in_shardings` entry per dynamic argument of calls of `split`."""
+        raise NotImplementedError
+
+    def diagnose(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Issue]:
+        """The leaves that made a call fail: what each should have been."""
+        raise NotImplementedError
+
+    # Shared.
+
+    def clear(self) -> None:
+        with self._lock:
+            self._plans.clear()
+
+    def _plan(
+        self,
+        args: Any,
+        kwargs: Any,
+        treedef: Any,
+        *,
+        skip: frozenset[int] = frozenset(),
+    ) -> Plan:
+        """The plan of one tree structure, built and checked on its first call."""
+        with self._lock:
+            plan = self._plans.get(treedef)
+            if plan is not None:
+                return plan
+            ctx = self.ctx
+            plan, issues = build_plan(
+                ctx.spec,
+                ctx.flags,
+                ctx.default,
+                args,
+                kwargs,
+                treedef,
+                signature=ctx.signature,
+                check=ctx.validate,
+                skip=skip,
+            )
+            if issues:
+                raise ValidationError(issues, ctx.spec.name)
+            plan.route = self
+            if ctx.in_shardings is not None:
+                entries = broadcast_call(
+                    ctx.in_shardings,
+                    ctx.spec,
+                    args,
+                    kwargs,
+                    is_sharding,
+                    "in_shardings",
+                    skip=skip,
+                )
+                plan.shardings = [entry.value for entry in entries]
+            self._plans[treedef] = plan
+            return plan
+
+    def _known_plan(self, treedef: Any) -> Plan | None:
+        return self._plans.get(treedef)
+
+
+def _leaf_issues(split: Split, leaves: Sequence[Any]) -> list[Issue]:
+    """Static leaves that cannot be static, traced leaves that cannot be traced."""
+    issues = []
+    for i in split.static_idx:
+        issue = static_issue(split.plan.infos[i], leaves[i])
+        if issue is not None:
+            issues.append(issue)
+    for i in split.dynamic_idx:
+        info = split.plan.infos[i]
+        if not is_array_like(leaves[i]):
+            issues.append(
+                traced_issue(info.argument, info.path, leaves[i], info.source)
+            )
+    return issues
+
+
+class PositionalRoute(Route):
+    """Exactly the positional parameters: whole arguments as they are, the rest
+    flattened (see the module docstring)."""
+
+    def __init__(
+        self,
+        ctx: RouteContext,
+        whole: Sequence[tuple[int, Kind]],
+        *,
+        probing: bool,
+    ) -> None:
+        super().__init__(ctx)
+        positional = ctx.spec.positional
+        self.npos = len(positional)
+        self.whole_idx = tuple(i for i, _ in whole)
+        self.whole_kinds = tuple(k for _, k in whole)
+        self.mixed_idx = tuple(i for i in range(self.npos) if i not in self.whole_idx)
+        self._skip = frozenset(self.whole_idx)
+        self._whole_params = tuple(positional[i] for i in self.whole_idx)
+        self._n_whole = len(self.whole_idx)
+        #: The arguments handed to JAX whole, in order.
+        self.get_whole = _getter(self.whole_idx)
+        # One flattened argument (the common case) is flattened on its own, not
+        # inside a 1-tuple: a tree level less on every call.
+        self._single = len(self.mixed_idx) == 1
+        #: What is flattened: one argument, or a tuple of them.
+        self.get_mixed: Callable[[Sequence[Any]], Any] = (
+            operator.itemgetter(self.mixed_idx[0])
+            if self._single
+            else _getter(self.mixed_idx)
+        )
+        self._interned: dict[Key, StaticKey] = {}
+        #: `(*keys, *values, *value types)` of a plain dict of scalars -> its key;
+        #: read by `Jitted.__call__` before it calls `split`.
+        self.probes: dict[Key, StaticKey] = {}
+        #: Off once a dict that cannot be probed came (its calls would pay for a
+        #: failed probe on top of the flatten), or when nothing reads probes.
+        self.probing = probing
+        self._may_probe = probing
+
+    def clear(self) -> None:
+        with self._lock:
+            super().clear()
+            self._interned.clear()
+            self.probes.clear()
+            self.probing = self._may_probe
+
+    def split(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Key, Sequence[Any]]:
+        mixed = self.get_mixed(args)
+        leaves, treedef = _flatten(mixed)
+        plan = self._plans.get(treedef) or self._plan(
+            args, kwargs, treedef, skip=self._skip
+        )
+        split = plan.fixed or plan.split(leaves)
+        if not split.dynamic_idx:
+            return self._intern(split, leaves, mixed), self.get_whole(args)
+        static = split.get_static(leaves)
+        return (
+            (split, *static, *map(type, static)),
+            (*self.get_whole(args), *split.get_dynamic(leaves)),
+        )
+
+    def _intern(self, split: Split, leaves: Sequence[Any], mixed: Any) -> Key:
+        """The interned key of an all-static structure; registers its probe.
+
+        A plain dict whose keys are strings and whose values are
+        `PROBE_SCALARS` or enum members (singletons: equal means identical)
+        registers its probe `(*keys, *values, *value types)`. Equal probes
+        make equal keys: a probe holds every key in order and every value with
+        its exact type (so `1`, `1.0` and `True` stay apart); the same dict in
+        another key order only costs one more miss. Any other dict turns
+        probing off for this function.
+        """
+        full = make_key(split, leaves)
+        try:
+            key = self._interned.get(full)
+        except TypeError:
+            # An unhashable static leaf: JAX refuses the key and `diagnose`
+            # then names the leaf.
+            return full
+        if key is None:
+            if len(self._interned) >= MAX_STATIC_KEYS:
+                self.probes.clear()
+                self._interned.clear()
+            key = self._interned.setdefault(full, StaticKey(full))
+        if type(mixed) is dict and self.probing:
+            values = mixed.values()
+            if all(type(k) is str for k in mixed) and all(
+                type(v) in PROBE_SCALARS or isinstance(v, enum.Enum) for v in values
+            ):
+                if len(self.probes) >= MAX_STATIC_KEYS:
+                    self.probes.clear()  # many key orders of few configs
+                probe = (*mixed, *values, *map(type, values))
+                self.probes[probe] = key
+            else:
+                self.probing = False
+        return key
+
+    def rebuild(
+        self, key: Key, dynamic: Sequence[Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        split = key_split(key)
+        n = self._n_whole
+        mixed = jax.tree_util.tree_unflatten(
+            split.plan.treedef, split.merge(key_static(key), dynamic[n:])
+        )
+        flattened = (mixed,) if self._single else mixed
+        args: list[Any] = [None] * self.npos
+        for i, value in zip(self.whole_idx, dynamic[:n]):
+            args[i] = value
+        for i, value in zip(self.mixed_idx, flattened):
+            args[i] = value
+        return tuple(args), {}
+
+    def view(self, key: Key, dynamic: Sequence[Any]) -> CallView:
+        split = key_split(key)
+        by_name = self.ctx.flags.by_name
+        whole = [
+            (param, value, by_name.get(param.name))
+            for param, value in zip(self._whole_params, dynamic)
+        ]
+        leaves = split.merge(key_static(key), dynamic[self._n_whole :])
+        return CallView(whole, list(zip(split.plan.infos, split.kinds, leaves)))
+
+    def donate_argnums(self, split: Split, offset: int = 1) -> tuple[int, ...]:
+        n = self._n_whole
+        return (
+            *(offset + j for j, k in enumerate(self.whole_kinds) if k is Kind.DONATE),
+            *(offset + n + d for d in split.donate),
+        )
+
+    def in_shardings(self, split: Split) -> tuple[Any, ...] | None:
+        given = self.ctx.in_shardings
+        shardings = split.plan.shardings
+        if given is None or shardings is None:
+            return None
+        whole = tuple(
+            top_entry(given, param.name, i, is_sharding, "in_shardings")[0]
+            for i, param in zip(self.whole_idx, self._whole_params)
+        )
+        return (*whole, *(shardings[i] for i in split.dynamic_idx))
+
+    def diagnose(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Issue]:
+        issues: list[Issue] = []
+        for param, value in zip(self._whole_params, self.get_whole(args)):
+            for path, leaf in jax.tree_util.tree_flatten_with_path(value)[0]:
+                if not is_array_like(leaf):
+                    issues.append(
+                        traced_issue(
+                            param.name,
+                            param.name + keystr(path),
+                            leaf,
+                            "marker or flag on the whole argument",
+                        )
+                    )
+        leaves, treedef = _flatten(self.get_mixed(args))
+        plan = self._known_plan(treedef)
+        if plan is not None:
+            issues.extend(_leaf_issues(plan.fixed or plan.split(leaves), leaves))
+        return issues
+
+
+class CallRoute(Route):
+    """Any call: `(args, kwargs)` flattened together."""
+
+    def split(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Key, Sequence[Any]]:
+        leaves, treedef = _flatten((args, kwargs))
+        plan = self._plans.get(treedef) or self._plan(args, kwargs, treedef)
+        split = plan.fixed or plan.split(leaves)
+        static = split.get_static(leaves)
+        return make_key(split, static), split.get_dynamic(leaves)
+
+    def rebuild(
+        self, key: Key, dynamic: Sequence[Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        split = key_split(key)
+        args, kwargs = jax.tree_util.tree_unflatten(
+            split.plan.treedef, split.merge(key_static(key), dynamic)
+        )
+        return tuple(args), dict(kwargs)
+
+    def view(self, key: Key, dynamic: Sequence[Any]) -> CallView:
+        split = key_split(key)
+        leaves = split.merge(key_static(key), dynamic)
+        return CallView([], list(zip(split.plan.infos, split.kinds, leaves)))
+
+    def donate_argnums(self, split: Split, offset: int = 1) -> tuple[int, ...]:
+        return tuple(offset + d for d in split.donate)
+
+    def in_shardings(self, split: Split) -> tuple[Any, ...] | None:
+        shardings = split.plan.shardings
+        if shardings is None:
+            return None
+        return tuple(shardings[i] for i in split.dynamic_idx)
+
+    def diagnose(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Issue]:
+        leaves, treedef = _flatten((args, kwargs))
+        plan = self._known_plan(treedef)
+        if plan is None:
+            return []
+        return _leaf_issues(plan.fixed or plan.split(leaves), leaves)
