@@ -17,6 +17,7 @@ from ._flags import FlagEntry, Flags, normalize_flags
 from ._hints import _Context, derive_spec, parse_annotation
 from ._plan import Kind, LeafInfo, Plan
 from ._resolve import build_plan, check_default, walk_value
+from ._rules import uncovered_fix
 from ._spec import Spec
 
 __all__ = ["caller_namespace", "explain", "flag_tree", "spec_of"]
@@ -181,8 +182,8 @@ def flag_tree(
     )
     if uncovered:
         raise SpecError(
-            f"default='error' and nothing covers {', '.join(uncovered)}; annotate "
-            "those leaves or pass flags."
+            f"default='error' and nothing covers {', '.join(uncovered)}. "
+            f"{uncovered_fix()}"
         )
     bools = [_flag_value(i, leaf) for i, leaf in zip(infos, leaves)]
     return jax.tree_util.tree_unflatten(treedef, bools)

@@ -8,7 +8,7 @@ import jax
 
 from ._errors import Issue, describe_value, location
 from ._plan import LeafInfo
-from ._rules import is_array, is_hashable
+from ._rules import is_array, is_hashable, non_array_fix, unhashable_fix
 
 __all__ = ["aval", "static_issue", "traced_issue"]
 
@@ -23,7 +23,7 @@ def traced_issue(argument: str, path: str, leaf: Any, source: str) -> Issue:
         location(argument, path),
         f"an array or Python scalar, since it is traced ({source})",
         describe_value(leaf),
-        "mark it Static[...] (or static_flags=True) to hold it static",
+        non_array_fix(),
     )
 
 
@@ -41,12 +41,9 @@ def static_issue(info: LeafInfo, leaf: Any) -> Issue | None:
         )
     if is_hashable(leaf):
         return None
-    hint = "mark it Dynamic[...] (or static_flags=False) to trace it"
-    if not is_array(leaf):
-        hint = "static leaves must be hashable: use a tuple or frozenset"
     return Issue(
         loc,
         f"a hashable value, since it is static ({info.source})",
         describe_value(leaf),
-        hint,
+        unhashable_fix(is_array(leaf)),
     )

@@ -16,6 +16,7 @@ from typing_extensions import is_typeddict
 
 from ._errors import SpecError
 from ._markers import marker_of
+from ._rules import union_fix
 from ._spec import (
     AnyNode,
     ClassNode,
@@ -152,9 +153,21 @@ def _check_union(members: tuple[Node, ...], where: str, text: str) -> None:
         )
         raise SpecError(
             f"the union {text} in {where} has members that disagree on markers: "
-            f"{shown}. Put one marker around the whole union, e.g. "
-            f"Static[A | B], or mark every member alike."
+            f"{shown}. {union_fix()}"
         )
+
+
+def _check_marked_union(node: UnionNode, marker: Any, where: str, text: str) -> None:
+    """A marker around a union covers its members: one of them marked otherwise
+    is a marker directly inside another (nothing lies between them)."""
+    for member in node.members:
+        if member.marker is not None and member.marker is not marker:
+            raise SpecError(
+                f"{where} is annotated {text}: the member {member.text} of the "
+                f"union has its own marker inside {marker.title}[...], a marker "
+                "directly inside another. "
+                f"{union_fix()}"
+            )
 
 
 def parse_annotation(
@@ -178,13 +191,16 @@ def parse_annotation(
                 f"nothing: there is nothing between them)."
             )
         node = parse_annotation(base, ctx, where, bindings, module)
-        marker = markers[0] if markers else node.marker
-        if markers and node.marker is not None:
+        if not markers:
+            return node
+        if node.marker is not None:
             raise SpecError(
                 f"{where} is annotated {text}: a marker directly inside another. "
                 "Use exactly one of Static/Dynamic/Donate here."
             )
-        return node.with_marker(marker, text) if markers else node
+        if isinstance(node, UnionNode):
+            _check_marked_union(node, markers[0], where, text)
+        return node.with_marker(markers[0], text)
 
     if isinstance(annotation, TypeVar):
         if annotation in bindings:

@@ -22,6 +22,7 @@ from ._flags import FlagEntry, Flags, flag_child, flag_kind, key_name
 from ._hints import _Context, _is_class_backed, parse_annotation
 from ._markers import Marker
 from ._plan import Kind, LeafInfo, Plan, _not_array
+from ._rules import uncovered_fix
 from ._spec import (
     AnyNode,
     ClassNode,
@@ -145,11 +146,16 @@ def _walk(
 ) -> None:
     children = child_items(value)
     if isinstance(node, UnionNode):
+        # A marker around the union covers every member (a member marked
+        # otherwise is refused when the spec is derived); unmarked members
+        # share their markers (also checked then).
+        if node.marker is not None:
+            marker = (node.marker, f"{node.marker.title} on {node.origin}")
+        elif children is None:
+            marker = _union_marker(node) or marker
         if children is not None:
             node = _pick(node, value)  # a container: follow the member it fits
-        elif node.marker is None:
-            # A leaf keeps the whole union: validation tries every member.
-            marker = _union_marker(node) or marker
+        # A leaf keeps the whole union: validation tries every member.
     if (
         isinstance(node, AnyNode)
         and flag_kind(flag) != "bool"  # a bool flag decides: class markers can't
@@ -397,8 +403,6 @@ def build_plan(
     if w.uncovered:
         raise SpecError(
             f"default='error' and no marker or flag covers "
-            f"{', '.join(w.uncovered)} in the call of {spec.name}. Annotate these "
-            "leaves with Static[...]/Dynamic[...], pass static_flags, or choose "
-            "another default."
+            f"{', '.join(w.uncovered)} in the call of {spec.name}. {uncovered_fix()}"
         )
     return Plan(treedef, tuple(w.infos)), w.issues

@@ -18,6 +18,10 @@ __all__ = [
     "is_array",
     "is_array_like",
     "is_hashable",
+    "non_array_fix",
+    "uncovered_fix",
+    "unhashable_fix",
+    "union_fix",
 ]
 
 #: Types whose instances are arrays: traced under the "infer" policy.
@@ -55,6 +59,40 @@ UNHASHABLE_TYPES: Final = frozenset(
         "jaxlib._jax.ArrayImpl",
     }
 )
+
+
+# The fixes a message suggests, written once for the runtime and the plugin.
+
+
+def union_fix() -> str:
+    """How to fix a union whose members disagree on markers."""
+    return (
+        "Put one marker around the whole union, e.g. Static[A | B], or mark "
+        "every member alike."
+    )
+
+
+def uncovered_fix() -> str:
+    """How to cover leaves that `default="error"` found uncovered."""
+    return (
+        "Annotate these leaves with Static[...]/Dynamic[...], pass static_flags, "
+        "or choose another default."
+    )
+
+
+def unhashable_fix(is_an_array: bool) -> str:
+    """How to fix a static leaf (or leaf type) that cannot be hashed."""
+    if is_an_array:
+        return "mark it Dynamic[...] (or static_flags=False) to trace it"
+    return (
+        "static leaves must be hashable (they are part of the compile-cache "
+        "key): use a tuple, a frozenset or a frozen dataclass"
+    )
+
+
+def non_array_fix() -> str:
+    """How to fix a traced leaf (or leaf type) that is not an array."""
+    return "mark it Static[...] (or static_flags=True) to hold it static"
 
 
 def _qualname(tp: type) -> str:

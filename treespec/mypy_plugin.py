@@ -56,7 +56,15 @@ from mypy.types import (
     get_proper_type,
 )
 
-from treespec._rules import ARRAY_TYPES, NON_ARRAY_TYPES, SCALAR_TYPES, UNHASHABLE_TYPES
+from treespec._rules import (
+    ARRAY_TYPES,
+    NON_ARRAY_TYPES,
+    SCALAR_TYPES,
+    UNHASHABLE_TYPES,
+    non_array_fix,
+    unhashable_fix,
+    union_fix,
+)
 
 __all__ = ["plugin"]
 
@@ -259,19 +267,15 @@ def _leaf_problem(t: ProperType, marker: str) -> str | None:
         if isinstance(t, Instance):
             names = _mro_names(t.type)
             if any(n in UNHASHABLE_TYPES for n in names) or _unhashable_class(t.type):
+                is_an_array = any(n in ARRAY_TYPES for n in names)
                 return (
-                    f'"{t.type.name}" is not hashable, so it cannot be Static '
-                    "(static leaves are part of the compile-cache key). Mark it "
-                    "Dynamic[...] if it is an array, or use a hashable type "
-                    "(tuple, frozenset, a frozen dataclass)."
+                    f'"{t.type.name}" is not hashable, so it cannot be Static: '
+                    f"{unhashable_fix(is_an_array)}."
                 )
         return None
     if isinstance(t, (CallableType, LiteralType)):
         what = "a callable" if isinstance(t, CallableType) else "a Literal"
-        return (
-            f"{what} cannot be traced, so it cannot be {marker}. Mark it "
-            "Static[...] instead."
-        )
+        return f"{what} cannot be traced, so it cannot be {marker}: {non_array_fix()}."
     if isinstance(t, Instance):
         names = _mro_names(t.type)
         if any(n in ARRAY_TYPES or n in SCALAR_TYPES for n in names):
@@ -284,9 +288,7 @@ def _leaf_problem(t: ProperType, marker: str) -> str | None:
             reason = f'"{t.type.name}" is not an array'
         else:
             reason = f'"{t.type.name}" is neither an array nor a registered pytree'
-        return (
-            f"{reason}, so it cannot be {marker} (traced). Mark it Static[...] instead."
-        )
+        return f"{reason}, so it cannot be {marker} (traced): {non_array_fix()}."
     return None
 
 
@@ -393,10 +395,7 @@ def _disagreement(items: list[Type]) -> str | None:
 
 
 def _union_message(shown: str) -> str:
-    return (
-        f"Union members disagree on markers ({shown}). Put one marker around the "
-        "whole union, e.g. Static[A | B], or mark every member alike."
-    )
+    return f"Union members disagree on markers ({shown}). {union_fix()}"
 
 
 def _raw_types(statement: object) -> list[Type]:

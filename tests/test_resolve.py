@@ -1,0 +1,124 @@
+"""The resolution rule (`treespec._resolve`): flag, then nearest marker, then default.
+
+Every route obeys the same rule; these tests pin the cases where it is easy to
+get wrong: markers around unions, and flags over annotations with markers.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Optional, TypedDict, Union
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import treespec
+from treespec import Dynamic, SpecError, Static
+
+from .conftest import resolve
+
+
+def test_a_marker_around_a_union_covers_container_members() -> None:
+    def f(x: Static[Optional[list[int]]]) -> None: ...
+
+    # The union's marker wins over the default, for a container value too.
+    assert resolve(f, [1, 2], _default="dynamic") == {
+        "x[0]": "static",
+        "x[1]": "static",
+    }
+
+
+class Cfg(TypedDict):
+    bias: Dynamic[Optional[tuple[float, float]]]
+    n: Static[int]
+
+
+def test_dynamic_optional_tuple_traces_its_floats(counter: dict[str, int]) -> None:
+    @treespec.jit
+    def f(x: jax.Array, cfg: Cfg) -> jax.Array:
+        counter["n"] += 1
+        bias = cfg["bias"]
+        if bias is None:
+            return x
+        assert all(isinstance(b, jax.core.Tracer) for b in bias)
+        return x + bias[0] * bias[1]
+
+    np.testing.assert_allclose(f(jnp.ones(1), {"bias": (1.0, 2.0), "n": 1}), 3.0)
+    np.testing.assert_allclose(f(jnp.ones(1), {"bias": (2.0, 2.0), "n": 1}), 5.0)
+    assert counter["n"] == 1  # new float values: no retrace
+    np.testing.assert_allclose(f(jnp.ones(1), {"bias": None, "n": 1}), 1.0)
+    assert resolve(f.__wrapped__, jnp.ones(1), {"bias": (1.0, 2.0), "n": 1}) == {
+        "x": "dynamic",
+        "cfg['bias'][0]": "dynamic",
+        "cfg['bias'][1]": "dynamic",
+        "cfg['n']": "static",
+    }
+
+
+@pytest.mark.parametrize(
+    ("annotation", "member"),
+    [
+        (Static[Optional[Dynamic[int]]], "Dynamic[int]"),
+        (Dynamic[Optional[Union[Static[int], Static[float]]]], "Static[int]"),
+    ],
+)
+def test_a_member_marked_otherwise_inside_a_marked_union_is_refused(
+    annotation: object, member: str
+) -> None:
+    def f(n, x):  # type: ignore[no-untyped-def]
+        return x
+
+    f.__annotations__ = {"n": annotation}
+    with pytest.raises(SpecError) as info:
+        treespec.jit(f)
+    msg = str(info.value)
+    assert "parameter 'n'" in msg and member in msg
+    assert "a marker directly inside another" in msg
+
+
+def test_an_unmarked_union_whose_members_disagree_is_refused_inside_a_marker() -> None:
+    def f(n: Static[Union[int, Dynamic[float]]]) -> None: ...
+
+    with pytest.raises(SpecError, match=r"Dynamic\[float\] \(Dynamic\)"):
+        treespec.jit(f)
+
+
+def test_a_member_marked_alike_inside_a_marked_union_is_fine() -> None:
+    @treespec.jit
+    def f(n: Static[Optional[Static[int]]], x: jax.Array) -> jax.Array:
+        return x * (n or 1)
+
+    np.testing.assert_allclose(f(3, jnp.ones(1)), 3.0)
+    np.testing.assert_allclose(f(None, jnp.ones(1)), 1.0)
+    assert f.trace_count == 2
+
+
+@pytest.mark.parametrize("flags", [False, {"t": False}, [False]])
+def test_a_false_flag_beats_static_markers_in_split_and_validation(
+    flags: object,
+) -> None:
+    def total(t: list[Static[int]]) -> jax.Array:
+        assert all(isinstance(v, jax.core.Tracer) for v in t)
+        return sum(t)  # type: ignore[return-value]
+
+    f = treespec.jit(total, static_flags=flags)
+    assert int(f([jnp.int32(1), jnp.int32(2)])) == 3
+    assert int(f([3, 4])) == 7  # Python ints traced too: the flag says so
+    assert f.trace_count == 2  # int32 arrays, then weakly typed ints
+
+
+def test_a_false_flag_inside_a_prefix_tree_beats_the_field_marker() -> None:
+    class Pair(TypedDict):
+        a: Static[int]
+        b: jax.Array
+
+    @partial(treespec.jit, static_flags=[{"a": False, "b": None}])
+    def f(p: Pair) -> jax.Array:
+        assert isinstance(p["a"], jax.core.Tracer)
+        return p["a"] * p["b"]
+
+    np.testing.assert_allclose(f({"a": 2, "b": jnp.ones(1)}), 2.0)
+    np.testing.assert_allclose(f({"a": 5, "b": jnp.ones(1)}), 5.0)
+    assert f.trace_count == 1
