@@ -50,6 +50,9 @@ __all__ = [
     "vmap",
 ]
 
+# The one place the version is written: pyproject.toml reads it from here
+# (`[tool.setuptools.dynamic]`), so the installed metadata of jax-treespec
+# agrees, and a source checkout without install still has it.
 __version__ = "0.1.0"
 
 _WHERE = {
