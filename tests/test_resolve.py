@@ -122,3 +122,56 @@ def test_a_false_flag_inside_a_prefix_tree_beats_the_field_marker() -> None:
     np.testing.assert_allclose(f({"a": 2, "b": jnp.ones(1)}), 2.0)
     np.testing.assert_allclose(f({"a": 5, "b": jnp.ones(1)}), 5.0)
     assert f.trace_count == 1
+
+
+def test_markers_inside_abstract_and_collections_containers_are_honoured(
+    counter: dict[str, int],
+) -> None:
+    import collections
+    from collections.abc import Mapping, Sequence
+
+    @treespec.jit
+    def f(
+        cfg: Mapping[str, Dynamic[float]],
+        sizes: Sequence[Static[int]],
+        table: collections.OrderedDict[str, Dynamic[float]],
+        counts: collections.defaultdict[str, Static[int]],
+    ) -> jax.Array:
+        counter["n"] += 1
+        assert isinstance(cfg["a"], jax.core.Tracer)
+        assert all(type(s) is int for s in sizes)
+        assert isinstance(table["t"], jax.core.Tracer)
+        assert type(counts["c"]) is int
+        return cfg["a"] * sum(sizes) + table["t"] * counts["c"]
+
+    def call(a: float, t: float) -> float:
+        table = collections.OrderedDict(t=t)
+        counts = collections.defaultdict(int, c=2)
+        return float(f({"a": a}, (1, 2), table, counts))
+
+    assert call(1.0, 1.0) == 5.0
+    assert call(2.0, 3.0) == 12.0  # new Python floats: traced, no retrace
+    assert counter["n"] == 1
+    assert resolve(
+        f.__wrapped__,
+        {"a": 1.0},
+        [3],
+        collections.OrderedDict(t=1.0),
+        collections.defaultdict(int, c=2),
+    ) == {
+        "cfg['a']": "dynamic",
+        "sizes[0]": "static",
+        "table['t']": "dynamic",
+        "counts['c']": "static",
+    }
+
+
+def test_a_value_that_is_not_the_annotated_mapping_is_named() -> None:
+    from collections.abc import Mapping
+
+    @treespec.jit
+    def f(cfg: Mapping[str, Dynamic[float]]) -> jax.Array:
+        return cfg[0]  # type: ignore[index]
+
+    with pytest.raises(treespec.ValidationError, match=r"argument cfg.*Mapping"):
+        f([1.0])

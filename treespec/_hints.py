@@ -16,7 +16,7 @@ from typing_extensions import is_typeddict
 
 from ._errors import SpecError
 from ._markers import marker_of
-from ._rules import union_fix
+from ._rules import MAPPING_TYPES, SEQUENCE_TYPES, union_fix
 from ._spec import (
     AnyNode,
     ClassNode,
@@ -83,6 +83,8 @@ class _Context:
         self.globalns = globalns
         self.localns = dict(localns)
         self.classes: dict[tuple[Any, ...], _ClassBacked] = {}
+        #: Forward references being expanded (recursive aliases stop there).
+        self.expanding: set[str] = set()
 
     def evaluate(self, annotation: Any, where: str, module: str | None = None) -> Any:
         # A quoted hint under `from __future__ import annotations` is a string
@@ -179,7 +181,18 @@ def parse_annotation(
 ) -> Node:
     """Turn one annotation into a `Node`; `where` names it for errors."""
     bindings = bindings or {}
-    annotation = ctx.evaluate(annotation, where, module)
+    if isinstance(annotation, (str, ForwardRef)):
+        # A forward reference met again while it is being expanded: a
+        # recursive alias (`Tree = list["Tree"] | Array`). Below it, any tree.
+        name = annotation if isinstance(annotation, str) else annotation.__forward_arg__
+        if name in ctx.expanding:
+            return AnyNode(text=name, origin=where)
+        evaluated = ctx.evaluate(annotation, where, module)
+        ctx.expanding.add(name)
+        try:
+            return parse_annotation(evaluated, ctx, where, bindings, module)
+        finally:
+            ctx.expanding.discard(name)
     text = type_text(annotation)
 
     base, markers, _foreign = marker_of(annotation)
@@ -247,15 +260,21 @@ def parse_annotation(
             for i, a in enumerate(args)
         )
         return SequenceNode(container=tuple, items=items, text=text, origin=where)
-    if origin is list:
-        rest = parse_annotation(
-            args[0] if args else Any, ctx, f"{where}[*]", bindings, module
-        )
-        return SequenceNode(container=list, rest=rest, text=text, origin=where)
-    if origin is dict:
-        value_ann = args[1] if len(args) == 2 else Any
-        values = parse_annotation(value_ann, ctx, f"{where}[*]", bindings, module)
-        return MappingNode(cls=dict, values=values, text=text, origin=where)
+    container = _container_kind(origin)
+    if container is not None:
+        item = (args[-1] if container is MappingNode else args[0]) if args else Any
+        try:
+            child = parse_annotation(item, ctx, f"{where}[*]", bindings, module)
+        except SpecError:
+            if origin in (list, dict):
+                raise
+            # A library's alias (`optax.OptState`: `Mapping[Any, "ArrayTree"]`)
+            # may name what only its own module knows: no marker can be
+            # there, so the container stays one opaque annotation.
+            return LeafNode(annotation=annotation, text=text, origin=where)
+        if container is SequenceNode:
+            return SequenceNode(container=origin, rest=child, text=text, origin=where)
+        return MappingNode(cls=origin, values=child, text=text, origin=where)
     if origin is not None and isinstance(origin, type) and _is_class_backed(origin):
         params = getattr(origin, "__parameters__", ())
         sub = {p: _substitute(a, bindings) for p, a in zip(params, args)}
@@ -266,13 +285,28 @@ def parse_annotation(
     if annotation is tuple:
         rest = AnyNode(origin=f"{where}[*]")
         return SequenceNode(container=tuple, rest=rest, text=text, origin=where)
-    if annotation is list:
-        return SequenceNode(container=list, rest=AnyNode(), text=text, origin=where)
-    if annotation is dict:
-        return MappingNode(cls=dict, values=AnyNode(), text=text, origin=where)
+    container = _container_kind(annotation)
+    if container is SequenceNode:
+        return SequenceNode(
+            container=annotation, rest=AnyNode(), text=text, origin=where
+        )
+    if container is MappingNode:
+        return MappingNode(cls=annotation, values=AnyNode(), text=text, origin=where)
     if isinstance(annotation, type) and _is_class_backed(annotation):
         return _class_node(annotation, (), {}, ctx, text, where)
     return LeafNode(annotation=annotation, text=text, origin=where)
+
+
+def _container_kind(tp: Any) -> type[Node] | None:
+    """`SequenceNode`/`MappingNode` for the containers of the shared table."""
+    if not isinstance(tp, type) or tp is tuple:
+        return None
+    name = f"{tp.__module__}.{tp.__qualname__}"
+    if name in SEQUENCE_TYPES:
+        return SequenceNode
+    if name in MAPPING_TYPES:
+        return MappingNode
+    return None
 
 
 def _substitute(arg: Any, bindings: Mapping[Any, Any]) -> Any:

@@ -108,7 +108,8 @@ def _structure_issue(node: Node, value: Any) -> str | None:
             return None
         return node.text
     if isinstance(node, MappingNode):
-        return None if isinstance(value, dict) else node.text or "dict"
+        container = dict if node.is_typeddict else node.cls
+        return None if isinstance(value, container) else node.text or "dict"
     if isinstance(node, SequenceNode):
         ok = isinstance(value, node.container) and not (
             node.container is tuple and hasattr(value, "_fields")

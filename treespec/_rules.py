@@ -11,8 +11,10 @@ from typing import Any, Final
 
 __all__ = [
     "ARRAY_TYPES",
+    "MAPPING_TYPES",
     "NON_ARRAY_TYPES",
     "SCALAR_TYPES",
+    "SEQUENCE_TYPES",
     "UNHASHABLE_TYPES",
     "array_classes",
     "is_array",
@@ -93,6 +95,29 @@ def unhashable_fix(is_an_array: bool) -> str:
 def non_array_fix() -> str:
     """How to fix a traced leaf (or leaf type) that is not an array."""
     return "mark it Static[...] (or static_flags=True) to hold it static"
+
+
+#: Containers whose type arguments are the types of their children, by full
+#: name (the runtime's `typing` objects and mypy's types both have one). Each is
+#: a pytree node in JAX's registry, or an abstract type whose values usually
+#: are. `collections.deque` is not among them: JAX keeps a deque a leaf.
+SEQUENCE_TYPES: Final = frozenset(
+    {
+        "builtins.list",
+        "builtins.tuple",
+        "collections.abc.Sequence",
+        "typing.Sequence",
+    }
+)
+MAPPING_TYPES: Final = frozenset(
+    {
+        "builtins.dict",
+        "collections.OrderedDict",
+        "collections.defaultdict",
+        "collections.abc.Mapping",
+        "typing.Mapping",
+    }
+)
 
 
 def _qualname(tp: type) -> str:

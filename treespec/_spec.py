@@ -155,13 +155,14 @@ class ClassNode(_ClassBacked):
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class MappingNode(_ClassBacked):
-    """A `TypedDict` (`cls` set, fixed keys) or `dict[K, V]` (`values` set)."""
+    """A `TypedDict` (fixed keys) or a mapping `dict[K, V]`, `Mapping[K, V]`,
+    `OrderedDict[K, V]`, ... (`cls` the container, `values` set)."""
 
     values: Node | None = None
 
     @property
     def is_typeddict(self) -> bool:
-        return self.cls is not dict
+        return self.values is None
 
     def _key(self) -> tuple[Any, ...]:
         return (*super()._key(), self.values)
@@ -175,7 +176,7 @@ class MappingNode(_ClassBacked):
         if self.is_typeddict:
             return super().__repr__()
         marker = f", marker={self.marker!r}" if self.marker else ""
-        return f"MappingNode(dict[*, {self.values!r}]{marker})"
+        return f"MappingNode({self.cls.__name__}[*, {self.values!r}]{marker})"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -58,8 +58,10 @@ from mypy.types import (
 
 from treespec._rules import (
     ARRAY_TYPES,
+    MAPPING_TYPES,
     NON_ARRAY_TYPES,
     SCALAR_TYPES,
+    SEQUENCE_TYPES,
     UNHASHABLE_TYPES,
     non_array_fix,
     unhashable_fix,
@@ -93,26 +95,6 @@ _UNIONS: Final = {
     "typing_extensions.Union",
     "typing_extensions.Optional",
 }
-#: Containers that are pytree nodes: their type arguments are the leaves' types.
-_CONTAINERS: Final = {
-    "builtins.list",
-    "builtins.tuple",
-    "builtins.dict",
-    "collections.OrderedDict",
-    "collections.defaultdict",
-    "typing.Sequence",
-    "typing.Mapping",
-    "collections.abc.Sequence",
-    "collections.abc.Mapping",
-}
-_MAPPINGS: Final = {
-    "builtins.dict",
-    "collections.OrderedDict",
-    "collections.defaultdict",
-    "typing.Mapping",
-    "collections.abc.Mapping",
-}
-
 #: Types a marker hook returned: an outer marker leaves what they cover alone
 #: (the nearest marker wins). Kept alive here so their ids stay unique.
 _marked: dict[int, tuple[ProperType, str]] = {}
@@ -320,8 +302,8 @@ def _walk(
         return
     if isinstance(proper, Instance):
         fullname = proper.type.fullname
-        if fullname in _CONTAINERS:
-            args = proper.args[1:] if fullname in _MAPPINGS else proper.args
+        if fullname in SEQUENCE_TYPES or fullname in MAPPING_TYPES:
+            args = proper.args[1:] if fullname in MAPPING_TYPES else proper.args
             for arg in args:
                 _walk(arg, marker, report, seen, top=False)
             return
