@@ -99,7 +99,9 @@ def test_spec_and_explain_build_a_deferred_function(capsys: Any) -> None:
 
     assert "x: Later" in repr(Local.f.spec)
     treespec.explain(Local.f)
-    assert "x" in capsys.readouterr().out
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == Local.f.spec.name and lines[0].endswith("Local.f")
+    assert "  x: Later" in lines and "  return: int" in lines
 
 
 class Stacked(eqx.Module):

@@ -331,6 +331,19 @@ def test_spec_is_immutable_hashable_and_readable() -> None:
 
     spec = treespec.spec_of(f)
     assert hash(spec) == hash(treespec.spec_of(f))
+    assert {spec: "f"}[spec] == "f"
+
+    # Hashed and compared by content: the specs of two distinct functions with
+    # the same name and annotations are equal; another annotation is not.
+    def twin(marker: Any) -> Any:
+        def g(cfg: Config, n: marker) -> None: ...
+
+        return treespec.spec_of(g)
+
+    a, b, other = twin(Static[int]), twin(Static[int]), twin(Dynamic[int])
+    assert a is not b
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    assert a != other
     assert "cfg: Config" in repr(spec)
     assert "Float[Array, 'b n']" in repr(spec)
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from functools import partial
 from typing import Any, NamedTuple, TypedDict
 
@@ -274,6 +275,42 @@ def test_donate_leaves_are_donated_others_not() -> None:
     assert buf.is_deleted()
     assert not keep.is_deleted()
 
+    # Two outputs shaped like both inputs: JAX could reuse either buffer, so a
+    # donation of `keep` would not be skipped as unusable.
+    @treespec.jit
+    def g(buf: Donate[jax.Array], keep: jax.Array) -> Any:
+        return buf + keep, buf * keep
+
+    buf, keep = jnp.full(4, 3.0), jnp.full(4, 2.0)
+    total, product = g(buf, keep)
+    np.testing.assert_allclose(total, 5.0)
+    np.testing.assert_allclose(product, 6.0)
+    assert buf.is_deleted()
+    assert not keep.is_deleted()
+    np.testing.assert_allclose(keep, 2.0)  # still readable
+
+
+def test_donate_leaf_of_a_mixed_argument_spares_its_siblings() -> None:
+    class State(TypedDict):
+        opt: Donate[jax.Array]
+        keep: jax.Array
+        step: Static[int]
+
+    @treespec.jit
+    def f(state: State, x: jax.Array) -> Any:
+        return state["opt"] + x, state["keep"] * state["step"], x * 2
+
+    state = {"opt": jnp.ones(3), "keep": jnp.full(3, 2.0), "step": 3}
+    x = jnp.full(3, 4.0)
+    a, b, c = f(state, x)
+    np.testing.assert_allclose(a, 5.0)
+    np.testing.assert_allclose(b, 6.0)
+    np.testing.assert_allclose(c, 8.0)
+    assert state["opt"].is_deleted()
+    assert not state["keep"].is_deleted() and not x.is_deleted()
+    np.testing.assert_allclose(state["keep"], 2.0)
+    np.testing.assert_allclose(x, 4.0)
+
 
 def test_donate_inside_a_typeddict() -> None:
     class State(TypedDict):
@@ -296,13 +333,20 @@ def test_lower_compile_spec_clear_cache(counter: dict[str, int]) -> None:
         return x * n, "tag"
 
     lowered = f.lower(jnp.ones(2), 3)
-    assert "stablehlo" in lowered.as_text() or "func" in lowered.as_text()
+    # Only the traced leaf is a parameter; the static 3 is baked into the program.
+    assert _main_params(lowered.as_text()) == ["tensor<2xf32>"]
+    assert "3.000000e+00" in lowered.as_text()
     compiled = lowered.compile()
     out, tag = compiled(jnp.ones(2), 3)
     np.testing.assert_allclose(out, 3.0)
     assert tag == "tag"
     assert f.spec is treespec.spec_of(f)
     assert "n: Static[int]" in repr(f.spec)
+    assert repr(f.spec) == f"Spec({f.spec.name}(x: Array, n: Static[int]) -> Any)"
+    assert f.spec.name.endswith(".f")
+    assert [p.name for p in f.spec.params] == ["x", "n"]
+    assert f.spec.param("n").node.text == "Static[int]"  # type: ignore[union-attr]
+    assert f.spec.param("x").node.marker is None  # type: ignore[union-attr]
     f(jnp.ones(2), 3)
     before = counter["n"]
     f.clear_cache()
@@ -321,11 +365,47 @@ def test_jax_kwargs_pass_through() -> None:
     with pytest.warns(DeprecationWarning, match="backend and device"):
         out = f(jnp.ones(2), jnp.ones(2), 2)
     assert out.devices() == {device}
-    assert "2" in f.lower(jnp.ones(2), jnp.ones(2), 2).as_text()
+    # keep_unused=True: the unused argument stays a parameter of the program.
+    lowered = f.lower(jnp.ones(2), jnp.ones(2), 2).as_text()
+    assert _main_params(lowered) == ["tensor<2xf32>", "tensor<2xf32>"]
 
     g = treespec.jit(lambda x: x + 1, backend="cpu", compiler_options={})
     with pytest.warns(DeprecationWarning, match="backend and device"):
         np.testing.assert_allclose(g(jnp.ones(1)), 2.0)
+
+
+def _main_params(text: str) -> list[str]:
+    """The parameter types of the lowered module's public `@main`."""
+    match = re.search(r"func\.func public @main\((.*?)\)\s*->", text, flags=re.S)
+    assert match, text
+    return re.findall(r"%arg\d+: (tensor<[^>]*>)", match.group(1))
+
+
+@pytest.mark.parametrize("whole", [False, True], ids=["planned", "static-layout"])
+def test_keep_unused_reaches_jax(whole: bool) -> None:
+    # An unused argument of a distinct shape: kept as a parameter of the lowered
+    # program only with keep_unused=True, as with jax.jit.
+    def body(x: Any, unused: Any, n: int) -> jax.Array:
+        return x * n
+
+    if whole:
+
+        def f(x: Dynamic[jax.Array], unused: Dynamic[jax.Array], n: Static[int]):
+            return body(x, unused, n)
+    else:
+
+        def f(x: jax.Array, unused: jax.Array, n: Static[int]):
+            return body(x, unused, n)
+
+    args = (jnp.ones(2), jnp.ones(3), 2)
+    kept = treespec.jit(f, keep_unused=True).lower(*args).as_text()
+    dropped = treespec.jit(f, keep_unused=False).lower(*args).as_text()
+    default = treespec.jit(f).lower(*args).as_text()
+    assert _main_params(kept) == ["tensor<2xf32>", "tensor<3xf32>"]
+    assert _main_params(dropped) == ["tensor<2xf32>"]
+    assert _main_params(default) == ["tensor<2xf32>"]
+    plain = jax.jit(body, static_argnums=2, keep_unused=True).lower(*args)
+    assert _main_params(plain.as_text()) == _main_params(kept)
 
 
 def test_in_and_out_shardings_over_the_dynamic_view() -> None:

@@ -102,13 +102,28 @@ def test_combine_rejects_mismatched_halves() -> None:
 
 
 def test_flag_tree_from_annotation_and_from_function() -> None:
-    def step(cfg: dict[str, Static[int]], x) -> None: ...
+    def step(cfg: dict[str, Static[int]], x):  # type: ignore[no-untyped-def]
+        return x * cfg["n"] + cfg["m"], isinstance(cfg["n"], int)
 
     args = ({"n": 1, "m": 2}, jnp.ones(2))
     flags = treespec.flag_tree(args, step)
     assert flags == ({"n": True, "m": True}, False)
-    # The result is the static_flags form: feeding it back changes nothing.
-    jitted = treespec.jit(step, static_flags=list(flags))
-    jitted(*args)
+    # The result is the static_flags form: feeding it back changes nothing,
+    # the same leaves are static (new values retrace) and traced (they do not).
+    by_hints = treespec.jit(step)
+    by_flags = treespec.jit(step, static_flags=list(flags))
+    calls = [
+        args,
+        ({"n": 1, "m": 2}, jnp.zeros(2)),  # a new traced value: no retrace
+        ({"n": 3, "m": 2}, jnp.ones(2)),  # a new static value: a retrace
+        ({"n": 3, "m": 5}, jnp.ones(2)),
+    ]
+    for call in calls:
+        (out_h, static_h), (out_f, static_f) = by_hints(*call), by_flags(*call)
+        np.testing.assert_array_equal(out_f, out_h)
+        np.testing.assert_allclose(out_f, call[1] * call[0]["n"] + call[0]["m"])
+        assert static_f is static_h is True
+    assert by_flags.trace_count == by_hints.trace_count == 3
+    assert treespec.flag_tree(args, by_flags) == flags
     assert treespec.flag_tree({"n": 1}, dict[str, Static[int]]) == {"n": True}
     assert treespec.flag_tree([1, jnp.ones(1)], None) == [True, False]

@@ -79,11 +79,64 @@ def test_static_layout_cache_keys(counter: dict[str, int]) -> None:
     np.testing.assert_allclose(out, 12.0)
 
 
+def test_static_layout_sees_a_mutated_static_list(counter: dict[str, int]) -> None:
+    # Every argument wholly static or wholly dynamic: the static layout. The same
+    # list object, mutated in place, must make a new key (never a stale result).
+    @treespec.jit
+    def f(x: Dynamic[jax.Array], ks: Static[list[int]]) -> jax.Array:
+        counter["n"] += 1
+        return x * sum(ks)
+
+    ks = [1, 2]
+    np.testing.assert_allclose(f(jnp.ones(1), ks), 3.0)
+    ks.append(3)
+    np.testing.assert_allclose(f(jnp.ones(1), ks), 6.0)
+    ks[0] = 10
+    np.testing.assert_allclose(f(jnp.ones(1), ks), 15.0)
+    assert counter["n"] == 3
+    ks[:] = [1, 2]  # back to a content already seen: a cache hit, right value
+    np.testing.assert_allclose(f(jnp.ones(1), ks), 3.0)
+    assert counter["n"] == 3 and f.trace_count == 3
+
+
+def test_static_layout_sees_a_mutated_config_in_place(counter: dict[str, int]) -> None:
+    f = _make(counter)
+    cfg = {**CFG, "sizes": [1, 2]}
+    out, name = f({"w": jnp.ones(2)}, jnp.ones(2), cfg)
+    np.testing.assert_allclose(out, 6.0)  # depth 2 * sum 3
+    cfg["sizes"].append(3)  # the same dict holding the same, mutated, list
+    out, _ = f({"w": jnp.ones(2)}, jnp.ones(2), cfg)
+    np.testing.assert_allclose(out, 12.0)
+    cfg["depth"] = 3  # the same dict, a static value replaced in place
+    cfg["name"] = "b"
+    out, name = f({"w": jnp.ones(2)}, jnp.ones(2), cfg)
+    np.testing.assert_allclose(out, 18.0)
+    assert name == "b" and counter["n"] == 3
+
+
 def test_static_layout_donates_whole_arguments() -> None:
     f = _make({"n": 0})
     params = {"w": jnp.ones(2)}
     f(params, jnp.ones(2), CFG)
     assert params["w"].is_deleted()
+
+    # Outputs of the same shape and dtype as every input: JAX could reuse any
+    # donated buffer, so only the Donate argument may be consumed.
+    @treespec.jit
+    def g(
+        params: Donate[dict[str, jax.Array]], x: Dynamic[jax.Array], cfg: Config
+    ) -> Any:
+        return params["w"] + x, params["w"] * x, x * cfg["depth"]
+
+    params, x = {"w": jnp.full(2, 3.0)}, jnp.full(2, 2.0)
+    outs = g(params, x, CFG)
+    np.testing.assert_allclose(outs, [[5.0, 5.0], [6.0, 6.0], [4.0, 4.0]])
+    assert params["w"].is_deleted()
+    assert not x.is_deleted()
+    np.testing.assert_allclose(x, 2.0)  # still readable
+    outs = g({"w": jnp.ones(2)}, x, CFG)  # and usable again
+    np.testing.assert_allclose(outs[0], 3.0)
+    assert not x.is_deleted()
 
 
 def test_static_layout_validation_names_the_leaf() -> None:
@@ -362,6 +415,40 @@ def test_any_below_static_takes_the_static_layout_for_plain_containers(
     assert _interned(f, jnp.ones(1), {"k": 2, "pair": _Pair(1, "x")})
     # One plan per tree structure: two plain dicts, the _Inner one, the _Pair one.
     assert len(route._plans) == 4
+
+
+@treespec.dataclass
+class _Opt:
+    lr: Dynamic[float]
+    steps: int
+
+
+def test_inner_dynamic_marker_under_an_outer_static_is_traced(
+    counter: dict[str, int],
+) -> None:
+    # The nearest marker wins: `lr` is traced although `cfg` says Static, so
+    # the argument is not wholly static and the call must not be keyed on it.
+    @treespec.jit
+    def f(x: Dynamic[jax.Array], cfg: Static[dict[str, _Opt]]) -> Any:
+        counter["n"] += 1
+        opt = cfg["opt"]
+        return x * opt.lr * opt.steps, isinstance(opt.lr, jax.core.Tracer)
+
+    out, traced = f(jnp.ones(2), {"opt": _Opt(0.5, 2)})
+    np.testing.assert_allclose(out, 1.0)
+    assert traced is True and counter["n"] == 1
+    out, _ = f(jnp.ones(2), {"opt": _Opt(0.25, 2)})  # a new lr: no retrace
+    np.testing.assert_allclose(out, 0.5)
+    assert counter["n"] == 1
+    out, _ = f(jnp.ones(2), {"opt": _Opt(0.25, 3)})  # steps stays static
+    np.testing.assert_allclose(out, 0.75)
+    assert counter["n"] == 2
+    opt = _Opt(1.0, 3)
+    out, _ = f(jnp.ones(2), {"opt": opt})
+    np.testing.assert_allclose(out, 3.0)
+    assert counter["n"] == 2
+    flags = treespec.flag_tree((jnp.ones(2), {"opt": opt}), f)
+    assert flags == (False, {"opt": _Opt(False, True)})
 
 
 def test_only_static_arguments_still_name_an_unhashable_leaf() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any, TypedDict, Union
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import treespec
@@ -30,9 +32,18 @@ def test_union_marked_and_unmarked_member_disagree() -> None:
 
 
 def test_union_that_agrees_and_optional_are_fine() -> None:
-    def f(x: Static[int] | Static[str], y: Static[int] | None) -> None: ...
+    def f(x: Static[int] | Static[str], y: Static[int] | None) -> Any:
+        return x, y
 
-    treespec.spec_of(f)
+    spec = treespec.spec_of(f)
+    assert "x: Static[int] | Static[str], y: Static[int] | None" in repr(spec)
+    # Fine at run time too: every member is accepted and held static.
+    jitted = treespec.jit(f)
+    assert jitted(1, None) == (1, None)
+    assert jitted("a", 2) == ("a", 2)
+    assert jitted(1, None) == (1, None) and jitted.trace_count == 2
+    assert treespec.flag_tree((1, None), f) == (True, None)
+    assert treespec.flag_tree(("a", 2), f) == (True, True)
 
 
 def test_nested_marker() -> None:
@@ -82,6 +93,17 @@ def test_spec_error_is_a_type_error_for_callers_that_catch_broadly() -> None:
 
 
 def test_any_annotation_is_not_an_error() -> None:
-    def f(x: Any) -> None: ...
+    def f(x: Any) -> Any:
+        return x
 
-    treespec.spec_of(f)
+    assert "x: Any" in repr(treespec.spec_of(f))
+    # An `Any` says nothing: the default policy decides, leaf by leaf.
+    jitted = treespec.jit(f)
+    out = jitted((1, jnp.ones(2)))
+    assert out[0] == 1 and type(out[0]) is int
+    np.testing.assert_allclose(out[1], 1.0)
+    jitted((1, jnp.zeros(2)))  # a new array value: traced, no retrace
+    assert jitted.trace_count == 1
+    jitted((2, jnp.ones(2)))  # a new int: static, a retrace
+    assert jitted.trace_count == 2
+    assert treespec.flag_tree(((1, jnp.ones(2)),), f) == ((True, False),)

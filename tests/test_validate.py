@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import traceback
 from collections.abc import Callable
 from functools import partial
 from typing import Any, Literal, NamedTuple, TypedDict
@@ -252,7 +253,25 @@ def test_message_anatomy() -> None:
         "Static[int]",
         "str '3'",
     )
-    assert err.__suppress_context__ or err.__cause__ is None
+    # Printed alone: no other exception (a JAX one) chained ahead of it.
+    printed = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+    assert printed.count("Traceback (most recent call last)") == 1, printed
+    assert "During handling" not in printed and "direct cause" not in printed
+    assert str(err) in printed
+
+    # A leaf JAX itself refuses (an unhashable static): treespec's error names
+    # the leaf; JAX's stays reachable as __context__ but is not printed first.
+    @treespec.jit
+    def g(w: Static[Any]) -> Any:
+        return w
+
+    with pytest.raises(ValidationError) as info:
+        g(np.ones(3))
+    err = info.value
+    assert err.__cause__ is None and err.__suppress_context__
+    printed = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+    assert printed.count("Traceback (most recent call last)") == 1, printed
+    assert "argument w, at w" in printed
 
 
 def test_validation_runs_once_per_cache_miss(spy: Any) -> None:
@@ -276,11 +295,16 @@ def test_validation_runs_once_per_cache_miss(spy: Any) -> None:
 
 
 def test_switches(monkeypatch: pytest.MonkeyPatch) -> None:
-    @partial(treespec.jit, validate=False)
-    def loose(x: Float[Array, "n"], k: Static[int]) -> Any:
-        return x
+    def body(x: Float[Array, "n"], k: Static[int]) -> Any:
+        return x * 2, k
 
-    loose(jnp.ones((2, 2)), "not an int")
+    # Validated, the same call is refused; validate=False runs it as written.
+    with pytest.raises(ValidationError):
+        treespec.jit(body)(jnp.ones((2, 2)), "not an int")  # type: ignore[arg-type]
+    loose = partial(treespec.jit, validate=False)(body)
+    out, k = loose(jnp.ones((2, 2)), "not an int")  # type: ignore[arg-type]
+    assert out.shape == (2, 2) and k == "not an int"
+    np.testing.assert_allclose(out, 2.0)
 
     monkeypatch.setenv("TREESPEC_VALIDATE", "0")
 
@@ -288,8 +312,8 @@ def test_switches(monkeypatch: pytest.MonkeyPatch) -> None:
     def off(x: Float[Array, "n"]) -> Any:
         return x
 
-    off(jnp.ones((2, 2)))
-    treespec.validate("text", Static[int])
+    assert off(jnp.ones((2, 2))).shape == (2, 2)
+    assert treespec.validate("text", Static[int]) == "text"
 
     @treespec.checked
     def plain(x: Static[int]) -> int:
