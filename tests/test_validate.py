@@ -275,9 +275,9 @@ def test_message_anatomy() -> None:
 
 
 def test_validation_runs_once_per_cache_miss(spy: Any) -> None:
-    import treespec._splitter as splitter
+    import treespec._validate as validate
 
-    calls = spy(splitter, "check_call")
+    calls = spy(validate, "check_leaves")  # every leaf check, arguments and return
 
     @treespec.jit
     def f(x: Float[Array, "n"], cfg: Config) -> jax.Array:
