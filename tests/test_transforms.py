@@ -107,6 +107,30 @@ def test_argnums_tuple_and_has_aux() -> None:
         treespec.grad(f, argnums=5)(jnp.ones(2), jnp.ones(2), "t")
 
 
+def test_grad_structure_work_runs_once_per_structure(spy: Any) -> None:
+    import treespec._grad as grad_module
+
+    walks = spy(grad_module, "broadcast_tree")
+
+    def loss(params: dict[str, Any], scale: float) -> jax.Array:
+        return jnp.sum(params["w"] ** 2) * params["b"] * scale
+
+    g = treespec.grad(loss, wrt={"w": True, "b": lambda b: b.ndim == 0})
+    expected = jax.grad(loss)
+    for k in range(4):  # new values, same structure: the wrt walk is not redone
+        params = {"w": jnp.arange(3.0) + k, "b": jnp.float32(2.0 + k)}
+        got = g(params, 0.5)
+        want = expected(params, 0.5)
+        np.testing.assert_allclose(got["w"], want["w"])
+        np.testing.assert_allclose(got["b"], want["b"])
+    assert len(walks) == 1
+    g({"w": jnp.ones(2), "b": jnp.float32(1.0), "extra": jnp.ones(1)}, 0.5)
+    assert len(walks) == 2  # a new structure: walked once more
+    # A leaf's dtype is asked per call: an integer array gets no gradient.
+    assert g({"w": jnp.arange(3), "b": jnp.float32(2.0)}, 0.5)["w"] is None
+    assert len(walks) == 2
+
+
 def test_value_and_grad_matches_jax() -> None:
     value, grads = treespec.value_and_grad(loss)(PARAMS, X, CFG)
     np.testing.assert_allclose(value, loss(PARAMS, X, CFG), rtol=1e-6)

@@ -11,8 +11,9 @@ from typing_extensions import ParamSpec
 
 from ._api import caller_namespace
 from ._errors import SpecError
-from ._plan import Kind
+from ._plan import Kind, Split
 from ._prefix import Entry, broadcast_tree
+from ._routes import key_split
 from ._transform import Transformed, join_output, split_output
 
 __all__ = ["grad", "value_and_grad"]
@@ -30,6 +31,26 @@ def _inexact(leaf: Any) -> bool:
 
 def _is_wrt_entry(x: Any) -> bool:
     return x is None or isinstance(x, bool) or (callable(x) and not isinstance(x, type))
+
+
+class _Targets:
+    """What `grad` differentiates for calls of one split (one tree structure).
+
+    `candidates`: `(argument, leaf within it, dynamic position, wrt entry)` for
+    each traced leaf of a differentiated argument (whether it is inexact, and a
+    callable `wrt` entry, are asked of each call's values); `arguments`: for
+    each differentiated argument, its number of leaves and its structure.
+    """
+
+    __slots__ = ("arguments", "candidates")
+
+    def __init__(
+        self,
+        candidates: list[tuple[int, int, int, Any]],
+        arguments: list[tuple[int, int, Any]],
+    ) -> None:
+        self.candidates = candidates
+        self.arguments = arguments
 
 
 class _Grad(Transformed[_P, Any]):
@@ -59,6 +80,7 @@ class _Grad(Transformed[_P, Any]):
         self._has_aux = has_aux
         self._wrt = wrt
         self._with_value = with_value
+        self._by_split: dict[Split, _Targets] = {}
         if with_value:
             self._name = "value_and_grad"
 
@@ -84,30 +106,43 @@ class _Grad(Transformed[_P, Any]):
             out.append((j, broadcast_tree(wrt, args[j], _is_wrt_entry, "wrt")))
         return out
 
-    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> Any:
-        key, dynamic = self._splitter.split_call(args, kwargs)
-        split = key[0]
+    def _targets(self, split: Split, args: tuple[Any, ...]) -> _Targets:
+        """What to differentiate for calls of this split: known per structure."""
+        found = self._by_split.get(split)
+        if found is not None:
+            return found
         selected = self._selected(args)
         # Leaf index ranges of each positional argument in the flattened call.
         starts = np.cumsum([0, *(len(jax.tree_util.tree_leaves(a)) for a in args)])
         position = {leaf: pos for pos, leaf in enumerate(split.dynamic_idx)}
-        diff: list[tuple[int, int, int]] = []  # (argument, leaf within it, dyn pos)
+        candidates: list[tuple[int, int, int, Any]] = []
         for j, entries in selected:
             for k, entry in enumerate(entries):
                 leaf = int(starts[j]) + k
                 pos = position.get(leaf)
-                if (
-                    pos is None
-                    or split.kinds[leaf] is Kind.STATIC
-                    or not _inexact(dynamic[pos])
-                ):
+                if pos is None or split.kinds[leaf] is Kind.STATIC:
                     continue
-                # A callable in `wrt` only ever sees differentiable leaves.
-                want = entry.value
-                if callable(want):
-                    want = want(dynamic[pos])
-                if want is None or want:
-                    diff.append((j, k, pos))
+                candidates.append((j, k, pos, entry.value))
+        arguments = [
+            (j, len(entries), jax.tree_util.tree_structure(args[j]))
+            for j, entries in selected
+        ]
+        found = _Targets(candidates, arguments)
+        self._by_split[split] = found
+        return found
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> Any:
+        key, dynamic = self._splitter.split_call(args, kwargs)
+        targets = self._targets(key_split(key), args)
+        diff: list[tuple[int, int, int]] = []  # (argument, leaf within it, dyn pos)
+        for j, k, pos, want in targets.candidates:
+            if not _inexact(dynamic[pos]):
+                continue
+            # A callable in `wrt` only ever sees differentiable leaves.
+            if callable(want):
+                want = want(dynamic[pos])
+            if want is None or want:
+                diff.append((j, k, pos))
 
         def inner(values: list[Any]) -> Any:
             current = list(dynamic)
@@ -131,12 +166,11 @@ class _Grad(Transformed[_P, Any]):
                 grads, aux = grads
                 value = join_output(aux)
         trees = []
-        for j, entries in selected:
-            flat: list[Any] = [None] * len(entries)
+        for j, n_leaves, treedef in targets.arguments:
+            flat: list[Any] = [None] * n_leaves
             for (arg, k, _), g in zip(diff, grads):
                 if arg == j:
                     flat[k] = g
-            treedef = jax.tree_util.tree_structure(args[j])
             trees.append(jax.tree_util.tree_unflatten(treedef, flat))
         tree = trees[0] if isinstance(self._argnums, int) else tuple(trees)
         if self._with_value:

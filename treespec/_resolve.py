@@ -108,8 +108,8 @@ def _structure_issue(node: Node, value: Any) -> str | None:
             return None
         return node.text
     if isinstance(node, MappingNode):
-        container = dict if node.is_typeddict else node.cls
-        return None if isinstance(value, container) else node.text or "dict"
+        kind = dict if node.is_typeddict else node.cls
+        return None if isinstance(value, kind) else node.text or "dict"
     if isinstance(node, SequenceNode):
         ok = isinstance(value, node.container) and not (
             node.container is tuple and hasattr(value, "_fields")
