@@ -1,0 +1,190 @@
+"""One meaning of a hint: the runtime and the mypy plugin agree on each annotation.
+
+Each case is an annotation and a value of it. The runtime's verdict: the value
+is refused (a `SpecError` when the function is decorated, or a
+`ValidationError` at the call) or accepted. The plugin's verdict: a
+`treespec-*` error on the annotation's line, or none. They must agree. The
+cases are written once, into one module that mypy checks and Python imports.
+
+Known disagreements are marked `xfail(strict=True)`: they are the static
+checking issue's work, and a fix turns them into failures here until the mark
+goes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import treespec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+HEADER = """\
+from __future__ import annotations
+
+import collections
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Optional, Union
+
+import jax
+import numpy as np
+
+from treespec import Donate, Dynamic, Static
+"""
+
+#: (annotation, a value of it written as Python, refused by the runtime).
+CASES: list[tuple[str, str, bool]] = [
+    ("Static[int]", "3", False),
+    ("Static[tuple[int, str]]", "(1, 'a')", False),
+    ("Static[list[int]]", "[1, 2]", False),
+    ("Dynamic[jax.Array]", "jax.numpy.ones(2)", False),
+    ("Dynamic[list[float]]", "[1.0, 2.0]", False),
+    ("Donate[dict[str, jax.Array]]", "{'w': jax.numpy.ones(2)}", False),
+    ("Mapping[str, Dynamic[float]]", "{'a': 1.0}", False),
+    ("Sequence[Static[int]]", "(1, 2)", False),
+    (
+        "collections.OrderedDict[str, Static[str]]",
+        "collections.OrderedDict(a='x')",
+        False,
+    ),
+    ("Static[Optional[int]]", "None", False),
+    ("Optional[Static[int]]", "2", False),
+    ("Static[np.ndarray]", "np.ones(2)", True),
+    ("Static[set[int]]", "{1, 2}", True),
+    ("Dynamic[str]", "'text'", True),
+    ("Donate[bytes]", "b'x'", True),
+    ("Mapping[str, Dynamic[str]]", "{'a': 'text'}", True),
+    (
+        "collections.OrderedDict[str, Dynamic[str]]",
+        "collections.OrderedDict(a='x')",
+        True,
+    ),
+    ("Sequence[Dynamic[str]]", "('a',)", True),
+    ("Dynamic[collections.deque[float]]", "collections.deque([1.0])", True),
+    ("Static[Dynamic[int]]", "1", True),
+    ("Union[Static[int], Dynamic[jax.Array]]", "1", True),
+    ("Static[Optional[Dynamic[jax.Array]]]", "None", True),
+    ("Static[Annotated[Dynamic[int], '']]", "1", True),
+    ("Dynamic[object]", "jax.numpy.ones(2)", False),
+]
+
+#: Cases where the plugin does not yet say what the runtime says.
+KNOWN = {
+    "Static[Optional[Dynamic[jax.Array]]]": "plugin misses a marker inside a "
+    "marked union",
+    "Static[Annotated[Dynamic[int], '']]": "plugin misses a marker inside "
+    "Annotated metadata",
+    "Dynamic[object]": "plugin flags Dynamic[object], which the runtime accepts",
+}
+
+
+def _source() -> str:
+    lines = [HEADER]
+    for i, (annotation, value, _) in enumerate(CASES):
+        lines.append(f"def case_{i}(x: {annotation}) -> None: ...")
+        lines.append(f"value_{i} = {value}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def cases_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("agreement")
+    (folder / "agreement_cases.py").write_text(_source())
+    return folder
+
+
+@pytest.fixture(scope="module")
+def plugin_lines(cases_dir: Path) -> dict[int, list[str]]:
+    """The treespec error codes mypy reports, by line of the cases module."""
+    config = cases_dir / "mypy.ini"
+    config.write_text("[mypy]\nplugins = treespec.mypy_plugin\n")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(config),
+            "--no-incremental",
+            "--show-error-codes",
+            "--no-error-summary",
+            "--hide-error-context",
+            str(cases_dir / "agreement_cases.py"),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MYPYPATH": str(ROOT)},
+        cwd=cases_dir,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    found: dict[int, list[str]] = {}
+    for line in done.stdout.splitlines():
+        match = re.match(r"^.*agreement_cases\.py:(\d+): error: .*\[([a-z-]+)\]$", line)
+        assert match, line
+        found.setdefault(int(match[1]), []).append(match[2])
+    return found
+
+
+@pytest.fixture(scope="module")
+def module(cases_dir: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "agreement_cases", cases_dir / "agreement_cases.py"
+    )
+    assert spec is not None and spec.loader is not None
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules["agreement_cases"] = loaded
+    spec.loader.exec_module(loaded)
+    return loaded
+
+
+def _runtime_refuses(module: Any, i: int) -> bool:
+    fun = getattr(module, f"case_{i}")
+    try:
+        jitted = treespec.jit(fun)
+        jitted(getattr(module, f"value_{i}"))
+    except (treespec.SpecError, treespec.ValidationError):
+        return True
+    return False
+
+
+def _line_of(i: int) -> int:
+    return HEADER.count("\n") + 2 + 2 * i
+
+
+def _params() -> list[Any]:
+    out = []
+    for i, (annotation, _, refused) in enumerate(CASES):
+        marks = []
+        if annotation in KNOWN:
+            marks.append(pytest.mark.xfail(reason=KNOWN[annotation], strict=True))
+        out.append(pytest.param(i, refused, id=annotation, marks=marks))
+    return out
+
+
+@pytest.mark.parametrize(("i", "refused"), _params())
+def test_runtime_and_plugin_agree(
+    i: int, refused: bool, module: Any, plugin_lines: dict[int, list[str]]
+) -> None:
+    # The runtime's verdict is the one the case states (checked first, so a
+    # wrong case is caught as such); the plugin must say the same.
+    assert _runtime_refuses(module, i) is refused
+    codes = [c for c in plugin_lines.get(_line_of(i), []) if c.startswith("treespec-")]
+    assert bool(codes) is refused, (CASES[i][0], codes)
+
+
+def test_the_cases_compile_to_the_lines_read() -> None:
+    source = _source().splitlines()
+    for i, (annotation, _, _) in enumerate(CASES):
+        assert source[_line_of(i) - 1] == f"def case_{i}(x: {annotation}) -> None: ..."
+    assert np.unique([a for a, _, _ in CASES]).size == len(CASES)
