@@ -175,3 +175,42 @@ def test_a_value_that_is_not_the_annotated_mapping_is_named() -> None:
 
     with pytest.raises(treespec.ValidationError, match=r"argument cfg.*Mapping"):
         f([1.0])
+
+
+def test_a_recursive_alias_is_followed_without_recursing_forever() -> None:
+    from typing import Union as U
+
+    tree_alias = U[jax.Array, list["TreeAlias"]]
+    module = {"TreeAlias": tree_alias, "jax": jax, "Dynamic": Dynamic}
+
+    def f(t):  # type: ignore[no-untyped-def]
+        return t
+
+    f.__annotations__ = {"t": Dynamic[tree_alias]}
+    f.__globals__.update(module)
+    jitted = treespec.jit(f)
+    out = jitted([jnp.ones(1), [jnp.ones(2)]])
+    np.testing.assert_allclose(out[1][0], 1.0)
+
+
+@treespec.dataclass
+class _Node:
+    w: Dynamic[float]
+    tag: Static[str]
+    left: "_Node | None"
+
+
+def test_a_field_spelled_like_the_enclosing_annotation_keeps_its_markers() -> None:
+    @treespec.jit
+    def depth_sum(t: "_Node | None") -> jax.Array:
+        total = jnp.zeros(())
+        while t is not None:
+            assert isinstance(t.w, jax.core.Tracer) and type(t.tag) is str
+            total = total + t.w
+            t = t.left
+        return total
+
+    tree = _Node(1.0, "a", _Node(2.0, "b", None))
+    np.testing.assert_allclose(depth_sum(tree), 3.0)
+    np.testing.assert_allclose(depth_sum(_Node(5.0, "a", _Node(2.0, "b", None))), 7.0)
+    assert depth_sum.trace_count == 1  # the nested w is traced, not static

@@ -344,6 +344,22 @@ def _class_node(
     kind = MappingNode if is_typeddict(cls) else ClassNode
     node = kind(cls=cls, type_args=type_args, text=text, origin=where)
     ctx.classes[key] = node
+    # Inside a class, a recursion comes back through `ctx.classes`: the fields
+    # start with no forward reference under expansion, so a field spelled like
+    # an enclosing annotation (`left: Tree | None` in `t: Tree | None`) is
+    # followed, not cut short.
+    saved, ctx.expanding = ctx.expanding, set()
+    try:
+        _fill_class_node(node, cls, bindings, ctx)
+    finally:
+        ctx.expanding = saved
+    return node
+
+
+def _fill_class_node(
+    node: _ClassBacked, cls: type, bindings: Mapping[Any, Any], ctx: _Context
+) -> None:
+    """Parse the field annotations of a class-backed node into its body."""
     name = cls.__qualname__
     if is_typeddict(cls):
         required = set(getattr(cls, "__required_keys__", ()))
@@ -362,7 +378,7 @@ def _class_node(
                 evaluated, ctx, where, bindings, module
             )
         node.body.required = frozenset(required)
-        return node
+        return
     if dataclasses.is_dataclass(cls):
         names = [f.name for f in dataclasses.fields(cls)]
     else:
@@ -373,7 +389,6 @@ def _class_node(
         node.body.fields[field] = parse_annotation(
             ann, ctx, f"{name}.{field}", bindings, module
         )
-    return node
 
 
 def _code_owner(fun: Any) -> Any:
