@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import functools
 import inspect
 import sys
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ForwardRef, TypeVar, get_args, get_origin
 
 import typing_extensions
@@ -16,7 +17,13 @@ from typing_extensions import is_typeddict
 
 from ._errors import SpecError
 from ._markers import marker_of
-from ._rules import MAPPING_TYPES, SEQUENCE_TYPES, union_fix
+from ._rules import (
+    MAPPING_TYPES,
+    SEQUENCE_TYPES,
+    marked_union_conflict,
+    union_conflict,
+    union_fix,
+)
 from ._spec import (
     AnyNode,
     ClassNode,
@@ -146,13 +153,8 @@ def _is_namedtuple(tp: Any) -> bool:
 
 def _check_union(members: tuple[Node, ...], where: str, text: str) -> None:
     """Members of a union must agree on their markers (None aside)."""
-    relevant = [m for m in members if not isinstance(m, NoneNode)]
-    markers = {m.marker for m in relevant}
-    if len(markers) > 1:
-        shown = ", ".join(
-            f"{m.text or 'Any'} ({m.marker.title if m.marker else 'no marker'})"
-            for m in relevant
-        )
+    shown = union_conflict(members)
+    if shown is not None:
         raise SpecError(
             f"the union {text} in {where} has members that disagree on markers: "
             f"{shown}. {union_fix()}"
@@ -162,14 +164,13 @@ def _check_union(members: tuple[Node, ...], where: str, text: str) -> None:
 def _check_marked_union(node: UnionNode, marker: Any, where: str, text: str) -> None:
     """A marker around a union covers its members: one of them marked otherwise
     is a marker directly inside another (nothing lies between them)."""
-    for member in node.members:
-        if member.marker is not None and member.marker is not marker:
-            raise SpecError(
-                f"{where} is annotated {text}: the member {member.text} of the "
-                f"union has its own marker inside {marker.title}[...], a marker "
-                "directly inside another. "
-                f"{union_fix()}"
-            )
+    member = marked_union_conflict(node, marker)
+    if member is not None:
+        raise SpecError(
+            f"{where} is annotated {text}: the member {member.text} of the "
+            f"union has its own marker inside {marker.title}[...], a marker "
+            f"directly inside another. {union_fix()}"
+        )
 
 
 def parse_annotation(
@@ -239,7 +240,13 @@ def parse_annotation(
         _check_union(members, where, text)
         return UnionNode(members=members, text=text, origin=where)
     if origin is typing.Literal or origin is typing_extensions.Literal:
-        return LeafNode(annotation=annotation, text=text, origin=where)
+        return LeafNode(
+            annotation=annotation, text=text, origin=where, category="literal"
+        )
+    if origin is collections.abc.Callable:
+        return LeafNode(
+            annotation=annotation, text=text, origin=where, category="callable"
+        )
     if _is_jaxtyping_pytree(annotation):
         leaftype = getattr(annotation, "leaftype", Any)
         leaf = parse_annotation(
@@ -294,6 +301,17 @@ def parse_annotation(
         return MappingNode(cls=annotation, values=AnyNode(), text=text, origin=where)
     if isinstance(annotation, type) and _is_class_backed(annotation):
         return _class_node(annotation, (), {}, ctx, text, where)
+    if isinstance(annotation, type):
+        return LeafNode(
+            annotation=annotation,
+            text=text,
+            origin=where,
+            type_names=tuple(
+                f"{c.__module__}.{c.__qualname__}" for c in annotation.__mro__
+            ),
+            category="callable" if annotation is Callable else "",
+            hashable=annotation.__hash__ is not None,
+        )
     return LeafNode(annotation=annotation, text=text, origin=where)
 
 

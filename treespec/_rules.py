@@ -7,7 +7,19 @@ module level: the mypy plugin imports it at type-checking time.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
+
+from ._markers import Marker
+from ._spec import (
+    AnyNode,
+    LeafNode,
+    Node,
+    NoneNode,
+    PyTreeNode,
+    UnionNode,
+    _ClassBacked,
+)
 
 __all__ = [
     "ARRAY_TYPES",
@@ -19,7 +31,12 @@ __all__ = [
     "array_classes",
     "is_array",
     "is_array_like",
+    "covered",
     "is_hashable",
+    "marked_union_conflict",
+    "node_unhashable",
+    "type_problem",
+    "union_conflict",
     "non_array_fix",
     "uncovered_fix",
     "unhashable_fix",
@@ -118,6 +135,106 @@ MAPPING_TYPES: Final = frozenset(
         "typing.Mapping",
     }
 )
+
+
+# Verdicts on spec nodes: the runtime (`_hints`) builds the nodes from typing
+# objects, the mypy plugin from mypy's types; both ask these.
+
+
+def union_conflict(members: Sequence[Node]) -> str | None:
+    """The members of an unmarked union and their markers, shown, when they
+    disagree (`None` members aside); `None` when they agree."""
+    relevant = [m for m in members if not isinstance(m, NoneNode)]
+    if len({m.marker for m in relevant}) <= 1:
+        return None
+    return ", ".join(
+        f"{m.text or 'Any'} ({m.marker.title if m.marker else 'no marker'})"
+        for m in relevant
+    )
+
+
+def marked_union_conflict(node: UnionNode, marker: Marker) -> Node | None:
+    """The first member marked otherwise than the marker around the union.
+
+    A marker around a union covers its members, so such a member is a marker
+    directly inside another (nothing lies between them).
+    """
+    for member in node.members:
+        if member.marker is not None and member.marker is not marker:
+            return member
+    return None
+
+
+def covered(node: Node) -> Iterator[Node]:
+    """The places below a marked `node` that its marker covers, to be judged
+    by `type_problem`: leaf types, and classes (whose hashability matters).
+
+    An inner marker covers its own subtree (the nearest marker wins). Pytree
+    containers, class fields, union members and a `PyTree[T]`'s leaf are
+    looked through; a class met again (a recursive type) is not walked twice.
+    """
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current is not node and current.marker is not None:
+            continue
+        if isinstance(current, _ClassBacked):
+            if id(current.body) in seen:
+                continue
+            seen.add(id(current.body))
+            yield current
+        elif isinstance(current, LeafNode):
+            yield current
+        if isinstance(current, PyTreeNode):
+            stack.append(current.leaf)
+        else:
+            stack.extend(child for _, child in reversed(list(current.children())))
+
+
+def type_problem(node: Node, marker: Marker) -> str | None:
+    """Why no value of this annotation can be under `marker`, if none can.
+
+    Judged from the type alone: a static leaf must be hashable, a traced leaf
+    an array or a Python scalar. Unknown types (`Any`, type variables) pass.
+    """
+    if isinstance(node, AnyNode):
+        return None
+    name = f'"{node.text}"'
+    if marker is Marker.STATIC:
+        names = node.type_names if isinstance(node, LeafNode) else ()
+        if any(n in UNHASHABLE_TYPES for n in names) or node_unhashable(node):
+            is_an_array = any(n in ARRAY_TYPES for n in names)
+            return (
+                f"{name} is not hashable, so it cannot be Static: "
+                f"{unhashable_fix(is_an_array)}."
+            )
+        return None
+    if not isinstance(node, LeafNode):
+        return None
+    if node.category in ("callable", "literal"):
+        what = "a callable" if node.category == "callable" else "a Literal"
+        return (
+            f"{what} cannot be traced, so it cannot be {marker.title}: "
+            f"{non_array_fix()}."
+        )
+    names = node.type_names
+    if not names or any(n in ARRAY_TYPES or n in SCALAR_TYPES for n in names):
+        return None
+    if (
+        names[0] in NON_ARRAY_TYPES
+        or "builtins.str" in names
+        or ("builtins.bytes" in names)
+    ):
+        reason = f"{name} is not an array"
+    else:
+        reason = f"{name} is neither an array nor a registered pytree"
+    return f"{reason}, so it cannot be {marker.title} (traced): {non_array_fix()}."
+
+
+def node_unhashable(node: Node) -> bool:
+    """Whether the node says its values cannot be hashed."""
+    return getattr(node, "hashable", None) is False
 
 
 def _qualname(tp: type) -> str:

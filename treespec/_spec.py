@@ -63,10 +63,21 @@ class NoneNode(Node):
 
 @dataclasses.dataclass(frozen=True)
 class LeafNode(Node):
-    """An opaque leaf type: `int`, `str`, `Literal[...]`, a jaxtyping array."""
+    """An opaque leaf type: `int`, `str`, `Literal[...]`, a jaxtyping array.
+
+    `annotation` is the runtime's typing object (None when the node was built
+    from mypy's types). What the shared rules (`_rules.type_problem`) read is
+    JAX- and mypy-free: `type_names`, the full names of the type's classes
+    (its MRO, nearest first); `category`, `"callable"` or `"literal"` for
+    those kinds of annotation; `hashable`, False when the class sets
+    `__hash__` to None (None when unknown).
+    """
 
     annotation: Any = None
     is_array: bool = False
+    type_names: tuple[str, ...] = dataclasses.field(default=(), compare=False)
+    category: str = dataclasses.field(default="", compare=False)
+    hashable: bool | None = dataclasses.field(default=None, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,7 +94,8 @@ class PyTreeNode(Node):
 class SequenceNode(Node):
     """`tuple[A, B]` (items), `tuple[T, ...]` or `list[T]` (rest)."""
 
-    container: type = tuple
+    #: The container class (the runtime), or its full name (the mypy plugin).
+    container: Any = tuple
     items: tuple[Node, ...] | None = None
     rest: Node | None = None
 
@@ -123,9 +135,12 @@ class _Body:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class _ClassBacked(Node):
-    cls: type = object
+    #: The class (the runtime), or its full name (the mypy plugin).
+    cls: Any = object
     type_args: tuple[Any, ...] = ()
     body: _Body = dataclasses.field(default_factory=_Body, repr=False)
+    #: False when instances cannot be hashed (None when unknown).
+    hashable: bool | None = None
 
     @property
     def fields(self) -> dict[str, Node]:
@@ -145,7 +160,8 @@ class _ClassBacked(Node):
 
     def __repr__(self) -> str:
         marker = f", marker={self.marker!r}" if self.marker else ""
-        return f"{type(self).__name__}({self.cls.__qualname__}{marker})"
+        name = getattr(self.cls, "__qualname__", self.cls)
+        return f"{type(self).__name__}({name}{marker})"
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -176,7 +192,8 @@ class MappingNode(_ClassBacked):
         if self.is_typeddict:
             return super().__repr__()
         marker = f", marker={self.marker!r}" if self.marker else ""
-        return f"MappingNode({self.cls.__name__}[*, {self.values!r}]{marker})"
+        name = getattr(self.cls, "__name__", self.cls)
+        return f"MappingNode({name}[*, {self.values!r}]{marker})"
 
 
 @dataclasses.dataclass(frozen=True)

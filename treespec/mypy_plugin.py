@@ -15,8 +15,10 @@ or ``disable_error_code = treespec-unhashable-static``):
 - ``treespec-conflicting-union``: a union (``Union``/``Optional`` or ``A | B``)
   whose members disagree on markers.
 
-The rules come from ``treespec._rules`` (the table the runtime uses). This module
-never imports JAX: ``treespec``'s ``__init__`` loads the runtime lazily.
+The plugin builds the runtime's spec nodes (``treespec._spec``) from mypy's types
+and asks ``treespec._rules`` for the same verdicts the runtime reads: one
+container table, one union rule, one judgement of leaf types. This module never
+imports JAX: ``treespec``'s ``__init__`` loads the runtime lazily.
 """
 
 from __future__ import annotations
@@ -47,25 +49,33 @@ from mypy.types import (
     ProperType,
     TupleType,
     Type,
+    TypeAliasType,
     TypedDictType,
     TypeOfAny,
-    TypeVarLikeType,
     UnboundType,
-    UninhabitedType,
     UnionType,
     get_proper_type,
 )
 
+from treespec._markers import Marker
 from treespec._rules import (
-    ARRAY_TYPES,
     MAPPING_TYPES,
-    NON_ARRAY_TYPES,
-    SCALAR_TYPES,
     SEQUENCE_TYPES,
-    UNHASHABLE_TYPES,
-    non_array_fix,
-    unhashable_fix,
+    covered,
+    type_problem,
+    union_conflict,
     union_fix,
+)
+from treespec._spec import (
+    AnyNode,
+    ClassNode,
+    LeafNode,
+    MappingNode,
+    Node,
+    NoneNode,
+    SequenceNode,
+    UnionNode,
+    _ClassBacked,
 )
 
 __all__ = ["plugin"]
@@ -157,8 +167,8 @@ def _metadata_fields(info: TypeInfo) -> set[str]:
     return names
 
 
-def _fields(t: Instance) -> list[tuple[Type, bool]]:
-    """(type, is pytree metadata) of each field of a dataclass-like Instance.
+def _fields(t: Instance) -> dict[str, tuple[Type, bool]]:
+    """`{name: (type, is pytree metadata)}` of a dataclass-like Instance's fields.
 
     Generics are expanded. Metadata fields (`equinox.field(static=True)`,
     `flax.struct.field(pytree_node=False)`, `metadata={"static": True}`) are
@@ -168,8 +178,8 @@ def _fields(t: Instance) -> list[tuple[Type, bool]]:
     from mypy.expandtype import expand_type_by_instance
 
     if not _is_dataclass(t.type):
-        return []
-    out = []
+        return {}
+    out = {}
     for base in reversed(t.type.mro[:-1]):
         metadata = _metadata_fields(base)
         for name, node in base.names.items():
@@ -180,7 +190,7 @@ def _fields(t: Instance) -> list[tuple[Type, bool]]:
                 and not var.is_classvar
                 and not name.startswith("__")
             ):
-                out.append((expand_type_by_instance(var.type, t), name in metadata))
+                out[name] = (expand_type_by_instance(var.type, t), name in metadata)
     return out
 
 
@@ -241,85 +251,94 @@ def _unhashable_class(info: TypeInfo) -> bool:
     return False
 
 
-def _leaf_problem(t: ProperType, marker: str) -> str | None:
-    """Why this leaf type cannot be under `marker`, if it cannot."""
-    if isinstance(t, (AnyType, TypeVarLikeType, NoneType, UninhabitedType)):
-        return None
-    if marker == "Static":
-        if isinstance(t, Instance):
-            names = _mro_names(t.type)
-            if any(n in UNHASHABLE_TYPES for n in names) or _unhashable_class(t.type):
-                is_an_array = any(n in ARRAY_TYPES for n in names)
-                return (
-                    f'"{t.type.name}" is not hashable, so it cannot be Static: '
-                    f"{unhashable_fix(is_an_array)}."
-                )
-        return None
-    if isinstance(t, (CallableType, LiteralType)):
-        what = "a callable" if isinstance(t, CallableType) else "a Literal"
-        return f"{what} cannot be traced, so it cannot be {marker}: {non_array_fix()}."
-    if isinstance(t, Instance):
-        names = _mro_names(t.type)
-        if any(n in ARRAY_TYPES or n in SCALAR_TYPES for n in names):
-            return None
-        if (
-            any(n in NON_ARRAY_TYPES for n in names[:1])
-            or "builtins.str" in names
-            or "builtins.bytes" in names
-        ):
-            reason = f'"{t.type.name}" is not an array'
-        else:
-            reason = f'"{t.type.name}" is neither an array nor a registered pytree'
-        return f"{reason}, so it cannot be {marker} (traced): {non_array_fix()}."
-    return None
+#: How deep a type is followed before the rest is taken as `Any` (a recursive
+#: alias expands anew at every level).
+_MAX_DEPTH: Final = 40
 
 
-def _walk(
-    t: Type,
-    marker: str,
-    report: Callable[[str], None],
-    seen: set[int],
-    top: bool = True,
-) -> None:
-    """Check every leaf type under a marker, looking through pytree containers."""
-    proper = get_proper_type(t)
-    if not top and id(proper) in _marked:
-        return  # an inner marker covers this subtree
-    if id(proper) in seen:
-        return
-    seen = seen | {id(proper)}
-    if isinstance(proper, UnionType):
-        for item in proper.items:
-            _walk(item, marker, report, seen, top=False)
-        return
-    if isinstance(proper, TupleType):
-        for item in proper.items:
-            _walk(item, marker, report, seen, top=False)
-        return
-    if isinstance(proper, TypedDictType):
-        for item in proper.items.values():
-            _walk(item, marker, report, seen, top=False)
-        return
-    if isinstance(proper, Instance):
-        fullname = proper.type.fullname
+class _Builder:
+    """Builds the shared spec nodes (`treespec._spec`) from mypy's types.
+
+    One per marker hook call: class nodes are cached by full name and type
+    arguments (mypy makes new type objects on every expansion), so a
+    recursive class is one node that refers to itself; a recursive alias is
+    cut at its second expansion, and anything deeper than `_MAX_DEPTH` is
+    `Any`.
+    """
+
+    def __init__(self) -> None:
+        self.classes: dict[tuple[str, str], _ClassBacked] = {}
+        self.aliases: set[str] = set()
+
+    def node(self, t: Type, depth: int = 0, top: bool = True) -> Node:
+        if depth > _MAX_DEPTH:
+            return AnyNode()
+        if isinstance(t, TypeAliasType) and t.alias is not None:
+            name = f"{t.alias.fullname}[{', '.join(map(str, t.args))}]"
+            if name in self.aliases:
+                return AnyNode(text=t.alias.name)
+            self.aliases.add(name)
+            try:
+                return self.node(get_proper_type(t), depth + 1, top)
+            finally:
+                self.aliases.discard(name)
+        proper = get_proper_type(t)
+        inner = None if top else _marked.get(id(proper))
+        node = self._unmarked(proper, depth)
+        if inner is not None:
+            return node.with_marker(Marker(inner[1].lower()), node.text)
+        return node
+
+    def _unmarked(self, proper: ProperType, depth: int) -> Node:
+        deeper = depth + 1
+        if isinstance(proper, NoneType):
+            return NoneNode(text="None")
+        if isinstance(proper, UnionType):
+            members = tuple(self.node(i, deeper, top=False) for i in proper.items)
+            return UnionNode(members=members)
+        if isinstance(proper, TupleType):
+            items = tuple(self.node(i, deeper, top=False) for i in proper.items)
+            return SequenceNode(container="builtins.tuple", items=items)
+        if isinstance(proper, TypedDictType):
+            typed = MappingNode(cls=proper.fallback.type.fullname, text="TypedDict")
+            for key, item in proper.items.items():
+                typed.body.fields[key] = self.node(item, deeper, top=False)
+            return typed
+        if isinstance(proper, CallableType):
+            return LeafNode(text="a callable", category="callable")
+        if isinstance(proper, LiteralType):
+            return LeafNode(text="a Literal", category="literal")
+        if isinstance(proper, Instance):
+            return self._instance(proper, deeper)
+        return AnyNode()
+
+    def _instance(self, t: Instance, depth: int) -> Node:
+        info = t.type
+        fullname = info.fullname
         if fullname in SEQUENCE_TYPES or fullname in MAPPING_TYPES:
-            args = proper.args[1:] if fullname in MAPPING_TYPES else proper.args
-            for arg in args:
-                _walk(arg, marker, report, seen, top=False)
-            return
-        fields = _fields(proper)
-        if fields:
-            if marker == "Static" and _unhashable_class(proper.type):
-                report(str(_leaf_problem(proper, marker)))
-            for field, metadata in fields:
-                # Metadata fields live in the tree structure, never as leaves
-                # (static whatever the marker; JAX compares them by ==).
-                if not metadata:
-                    _walk(field, marker, report, seen, top=False)
-            return
-    problem = _leaf_problem(proper, marker)
-    if problem is not None:
-        report(problem)
+            mapping = fullname in MAPPING_TYPES
+            args = t.args[1:] if mapping else t.args
+            child = self.node(args[-1], depth, top=False) if args else AnyNode()
+            if mapping:
+                return MappingNode(cls=fullname, values=child, text=info.name)
+            return SequenceNode(container=fullname, rest=child, text=info.name)
+        hashable = not _unhashable_class(info)
+        fields = _fields(t)
+        if not fields:
+            names = tuple(_mro_names(info))
+            return LeafNode(text=info.name, type_names=names, hashable=hashable)
+        key = (fullname, ", ".join(map(str, t.args)))
+        cached = self.classes.get(key)
+        if cached is not None:
+            return cached
+        node = ClassNode(cls=fullname, text=info.name, hashable=hashable)
+        self.classes[key] = node
+        for name, (field, metadata) in fields.items():
+            # Metadata fields live in the tree structure, never as leaves
+            # (static whatever the marker; JAX compares them by ==).
+            if not metadata:
+                node.body.fields[name] = self.node(field, depth, top=False)
+        return node
 
 
 def _analyze_marker(marker: str) -> Callable[[AnalyzeTypeContext], Type]:
@@ -354,7 +373,11 @@ def _analyze_marker(marker: str) -> Callable[[AnalyzeTypeContext], Type]:
                 reported.add(message)
                 ctx.api.fail(f"{marker}[...]: {message}", ctx.context, code=code)
 
-        _walk(analyzed, marker, report, set())
+        node = _Builder().node(analyzed)
+        for place in covered(node):
+            problem = type_problem(place, Marker(marker.lower()))
+            if problem is not None:
+                report(problem)
         proper = get_proper_type(analyzed)
         _marked[id(proper)] = (proper, marker)
         return analyzed
@@ -364,16 +387,28 @@ def _analyze_marker(marker: str) -> Callable[[AnalyzeTypeContext], Type]:
 
 def _disagreement(items: list[Type]) -> str | None:
     """The markers of a union's members, when they disagree (None aside)."""
-    markers: list[str | None] = []
+    members: list[Node] = []
     for item in items:
-        if isinstance(item, UnboundType) and item.name.rsplit(".", 1)[-1] == "None":
-            continue
-        if isinstance(get_proper_type(item), NoneType):
-            continue
-        markers.append(_marker_name(item))
-    if len(set(markers)) > 1:
-        return ", ".join(m or "no marker" for m in markers)
-    return None
+        if (
+            isinstance(item, UnboundType) and item.name.rsplit(".", 1)[-1] == "None"
+        ) or isinstance(get_proper_type(item), NoneType):
+            members.append(NoneNode())
+        else:
+            name = _marker_name(item)
+            marker = Marker(name.lower()) if name else None
+            text = (
+                str(item.args[0])
+                if name and isinstance(item, UnboundType) and item.args
+                else str(item)
+            )
+            members.append(AnyNode(marker=marker, text=text))
+    if union_conflict(members) is None:
+        return None
+    return ", ".join(
+        (m.marker.title if m.marker else "no marker")
+        for m in members
+        if not isinstance(m, NoneNode)
+    )
 
 
 def _union_message(shown: str) -> str:
