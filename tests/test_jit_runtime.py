@@ -67,7 +67,7 @@ def test_threads_share_one_cache(whole: bool) -> None:
     else:
 
         @treespec.jit
-        def f(x: jax.Array, cfg: Static[dict[str, Any]]) -> jax.Array:
+        def f(x, cfg: Static[dict[str, Any]]) -> jax.Array:  # type: ignore[no-untyped-def]
             return body(x, cfg)
 
     # The x-inferred config is planned per structure (an array in x is traced).

@@ -214,3 +214,53 @@ def test_a_field_spelled_like_the_enclosing_annotation_keeps_its_markers() -> No
     np.testing.assert_allclose(depth_sum(tree), 3.0)
     np.testing.assert_allclose(depth_sum(_Node(5.0, "a", _Node(2.0, "b", None))), 7.0)
     assert depth_sum.trace_count == 1  # the nested w is traced, not static
+
+
+@pytest.mark.parametrize(
+    "annotation",
+    ["jax.Array", "np.ndarray", "Float[Array, '']", "ArrayLike", "Optional[jax.Array]"],
+)
+def test_an_unmarked_array_annotation_traces_whatever_comes(
+    annotation: str, counter: dict[str, int]
+) -> None:
+    from jax.typing import ArrayLike  # noqa: F401
+    from jaxtyping import Array, Float  # noqa: F401
+
+    def scale(x, k):  # type: ignore[no-untyped-def]
+        counter["n"] += 1
+        assert isinstance(k, jax.core.Tracer)
+        return x * k
+
+    scale.__annotations__ = {"k": eval(annotation)}
+    f = treespec.jit(scale)
+    for k in (2.0, 3.0, 4.0):  # Python floats at an array annotation: traced
+        np.testing.assert_allclose(f(jnp.ones(2), k), k)
+    assert counter["n"] == 1
+    assert resolve(scale, jnp.ones(2), 2.0)["k"] == "dynamic"
+
+
+def test_scalar_annotations_and_unannotated_scalars_stay_static() -> None:
+    def f(a: float, b: int | float, c):  # type: ignore[no-untyped-def]
+        return a
+
+    assert resolve(f, 1.0, 2, 3.0) == {"a": "static", "b": "static", "c": "static"}
+
+
+def test_a_dict_of_arrays_is_dynamic_as_a_whole(counter: dict[str, int]) -> None:
+    @treespec.jit
+    def f(params: dict[str, jax.Array], n: Static[int]) -> jax.Array:
+        counter["n"] += 1
+        return params["w"] * n + params["b"]
+
+    assert f._splitter.positional.whole_idx == (0,)  # handed to JAX unflattened
+    np.testing.assert_allclose(f({"w": jnp.ones(2), "b": 1.0}, 2), 3.0)
+    np.testing.assert_allclose(f({"w": jnp.ones(2), "b": 2.0}, 2), 4.0)
+    assert counter["n"] == 1  # the Python float there is traced
+
+
+def test_default_static_still_holds_array_annotated_scalars_static() -> None:
+    def f(x: jax.Array):  # type: ignore[no-untyped-def]
+        return x
+
+    assert resolve(f, 2.0, _default="static") == {"x": "static"}
+    assert resolve(f, 2.0, _default="dynamic") == {"x": "dynamic"}

@@ -107,6 +107,45 @@ def test_argnums_tuple_and_has_aux() -> None:
         treespec.grad(f, argnums=5)(jnp.ones(2), jnp.ones(2), "t")
 
 
+def test_grad_of_python_floats_matches_jax() -> None:
+    assert float(treespec.grad(lambda x: x**2)(3.0)) == 6.0
+    assert float(jax.grad(lambda x: x**2)(3.0)) == 6.0
+
+    def loss(params: dict[str, Any], scale, steps):  # type: ignore[no-untyped-def]
+        return (params["w"] * params["b"]) ** 2 * scale + steps
+
+    params = {"w": 2.0, "b": 3.0}
+    value, (g_params, g_scale) = treespec.value_and_grad(loss, argnums=(0, 1))(
+        params, 0.5, 4
+    )
+    want_value, (want_params, want_scale) = jax.value_and_grad(loss, argnums=(0, 1))(
+        params, 0.5, 4
+    )
+    np.testing.assert_allclose(value, want_value)
+    np.testing.assert_allclose(g_params["w"], want_params["w"])
+    np.testing.assert_allclose(g_params["b"], want_params["b"])
+    np.testing.assert_allclose(g_scale, want_scale)
+    # wrt narrows the floats too; an int is never differentiated.
+    grads = treespec.grad(loss, wrt={"w": True, "b": False})(params, 0.5, 4)
+    np.testing.assert_allclose(grads["w"], want_params["w"])
+    assert grads["b"] is None
+    assert treespec.grad(lambda p: p["x"] * 2.0)({"x": 3.0, "n": 2})["n"] is None
+
+
+def test_floats_outside_differentiated_arguments_stay_static(
+    counter: dict[str, int],
+) -> None:
+    def loss(x, lr):  # type: ignore[no-untyped-def]
+        counter["n"] += 1
+        assert not isinstance(lr, jax.core.Tracer)
+        return jnp.sum(x**2) * lr
+
+    g = treespec.grad(loss)
+    np.testing.assert_allclose(g(jnp.ones(2), 0.5), jnp.full(2, 1.0))
+    np.testing.assert_allclose(g(jnp.ones(2), 0.25), jnp.full(2, 0.5))
+    assert counter["n"] == 2  # lr is static (retraced), never differentiated
+
+
 def test_grad_structure_work_runs_once_per_structure(spy: Any) -> None:
     import treespec._grad as grad_module
 

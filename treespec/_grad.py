@@ -75,6 +75,9 @@ class _Grad(Transformed[_P, Any]):
             default=default,
             validate=validate,
             localns=localns,
+            float_args=frozenset(
+                (argnums,) if isinstance(argnums, int) else tuple(argnums)
+            ),
         )
         self._argnums = argnums
         self._has_aux = has_aux

@@ -144,6 +144,9 @@ def _is_array_class(tp: Any) -> bool:
         return False
     from ._rules import ARRAY_TYPES
 
+    jax = sys.modules.get("jax")
+    if jax is not None and issubclass(tp, jax.Array):
+        return True  # whatever module JAX's version defines it in
     return any(f"{c.__module__}.{c.__qualname__}" in ARRAY_TYPES for c in tp.__mro__)
 
 

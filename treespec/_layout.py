@@ -15,7 +15,17 @@ import jax
 from ._flags import flag_kind
 from ._markers import Marker
 from ._plan import Kind
-from ._spec import AnyNode, Node, Param, PyTreeNode, _ClassBacked
+from ._rules import is_array_annotation
+from ._spec import (
+    AnyNode,
+    LeafNode,
+    Node,
+    NoneNode,
+    Param,
+    PyTreeNode,
+    UnionNode,
+    _ClassBacked,
+)
 
 __all__ = ["PROBE_SCALARS", "StaticKey", "is_sharding", "whole_kind"]
 
@@ -49,7 +59,31 @@ def _below(node: Node) -> tuple[set[Marker], bool]:
     return markers, any_below
 
 
-def whole_kind(param: Param, flag: Any) -> Kind | None:
+def _only_arrays(node: Node) -> bool:
+    """Whether every leaf place a value of `node` can have is annotated as an
+    array (so "infer" traces it whatever comes): no `Any`, no other leaf type."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, AnyNode):
+            return False
+        if isinstance(current, PyTreeNode):
+            stack.append(current.leaf)
+            continue
+        if is_array_annotation(current) or isinstance(current, NoneNode):
+            continue
+        if isinstance(current, (LeafNode, UnionNode)):
+            return False
+        if isinstance(current, _ClassBacked):
+            if id(current.body) in seen:
+                continue
+            seen.add(id(current.body))
+        stack.extend(child for _, child in current.children())
+    return True
+
+
+def whole_kind(param: Param, flag: Any, default: str = "infer") -> Kind | None:
     """The kind of every leaf of this parameter, when one kind covers them all."""
     if param.kind not in _POSITIONAL:
         return None
@@ -68,6 +102,8 @@ def whole_kind(param: Param, flag: Any) -> Kind | None:
             return Kind.DYNAMIC
         if node.marker is Marker.DONATE:
             return Kind.DONATE
+        if node.marker is None and default == "infer" and _only_arrays(node):
+            return Kind.DYNAMIC  # `params: dict[str, jax.Array]`
     return None
 
 

@@ -29,6 +29,12 @@ def _not_array(x: Any) -> bool:
     return not is_array(x)
 
 
+def _static_in_grad(x: Any) -> bool:
+    """The "infer" probe inside a differentiated argument: floats are traced too
+    (as `jax.grad` does), everything else as `_not_array` says."""
+    return not is_array(x) and not isinstance(x, (float, complex))
+
+
 @dataclasses.dataclass(frozen=True)
 class LeafInfo:
     """How one leaf was resolved. `probe` is set when the kind depends on the value."""
@@ -46,6 +52,10 @@ class LeafInfo:
             return self.kind
         assert self.probe is not None
         return Kind.STATIC if self.probe(value) else self.traced_kind
+
+
+#: Probes whose answer depends on the leaf's type only.
+_BY_TYPE = (_not_array, _static_in_grad)
 
 
 def _getter(indices: Sequence[int]) -> Callable[[Sequence[Any]], Sequence[Any]]:
@@ -115,10 +125,10 @@ class Plan:
         self.probe_idx = tuple(i for i, info in enumerate(infos) if info.kind is None)
         self.probes = tuple(infos[i].probe for i in self.probe_idx)
         self._splits: dict[tuple[bool, ...], Split] = {}
-        #: Splits by the probed leaves' types, when every probe is `_not_array`
+        #: Splits by the probed leaves' types, when every probe is in `_BY_TYPE`
         #: (`_split_for` keeps one `Split` per answer, so a race adds no key).
         self._by_type: dict[tuple[type, ...], Split] | None = None
-        if self.probes and all(p is _not_array for p in self.probes):
+        if self.probes and all(p in _BY_TYPE for p in self.probes):
             self._by_type = {}
         self._get_probed = _getter(self.probe_idx)
         self._lock = threading.Lock()

@@ -21,8 +21,8 @@ from ._errors import Issue, SpecError, describe_value, location
 from ._flags import FlagEntry, Flags, flag_child, flag_kind, key_name
 from ._hints import _Context, _is_class_backed, parse_annotation
 from ._markers import Marker
-from ._plan import Kind, LeafInfo, Plan, _not_array
-from ._rules import uncovered_fix
+from ._plan import Kind, LeafInfo, Plan, _not_array, _static_in_grad
+from ._rules import is_array_annotation, uncovered_fix
 from ._spec import (
     AnyNode,
     ClassNode,
@@ -45,6 +45,8 @@ DEFAULTS: tuple[str, ...] = ("infer", "static", "dynamic", "error")
 class _Walk:
     default: str
     check: bool
+    #: Unannotated Python floats are traced (`grad` differentiates them).
+    trace_floats: bool = False
     infos: list[LeafInfo] = dataclasses.field(default_factory=list)
     issues: list[Issue] = dataclasses.field(default_factory=list)
     uncovered: list[str] = dataclasses.field(default_factory=list)
@@ -293,11 +295,29 @@ def _leaf(
     else:
         if w.default == "error":
             w.uncovered.append(path)
-        w.infos.append(
-            LeafInfo(
-                path, argument, None, "default 'infer'", node, Kind.DYNAMIC, _not_array
+        if is_array_annotation(node):
+            # The hint already says what the leaf is: traced, whatever comes.
+            source = f"default 'infer', annotated {node.text}"
+            w.infos.append(LeafInfo(path, argument, Kind.DYNAMIC, source, node))
+        elif w.trace_floats:
+            source = "default 'infer' (a float in a differentiated argument)"
+            w.infos.append(
+                LeafInfo(
+                    path, argument, None, source, node, Kind.DYNAMIC, _static_in_grad
+                )
             )
-        )
+        else:
+            w.infos.append(
+                LeafInfo(
+                    path,
+                    argument,
+                    None,
+                    "default 'infer'",
+                    node,
+                    Kind.DYNAMIC,
+                    _not_array,
+                )
+            )
 
 
 def walk_value(
@@ -335,11 +355,14 @@ def build_plan(
     signature: inspect.Signature | None = None,
     check: bool = True,
     skip: frozenset[int] = frozenset(),
+    float_args: frozenset[int] = frozenset(),
 ) -> tuple[Plan, list[Issue]]:
     """Resolve every leaf of `(args, kwargs)`, in `jax.tree_util` flatten order.
 
     Positional arguments whose index is in `skip` are left out (the caller hands
-    them to JAX whole).
+    them to JAX whole). In the positional parameters whose index is in
+    `float_args` (what `grad` differentiates), "infer" traces unannotated
+    Python floats too.
     """
     check_default(default)
     if signature is not None:
@@ -378,7 +401,10 @@ def build_plan(
                     flag, src = outer[j], f"static_flags[{var_pos.name!r}][{j}]"
                 else:
                     flag, src = outer, f"static_flags[{var_pos.name!r}]"
+        w.trace_floats = i in float_args
         _walk(w, value, param.node, name, name, None, flag, src)
+    w.trace_floats = False
+    float_names = {positional[i].name for i in float_args if i < len(positional)}
     for key in sorted(kwargs):
         value = kwargs[key]
         named = spec.param(key)
@@ -388,7 +414,9 @@ def build_plan(
         ):
             flag = flags.by_name.get(key)
             src = flags.source.get(key, f"static_flags[{key!r}]")
+            w.trace_floats = key in float_names
             _walk(w, value, named.node, key, key, None, flag, src)
+            w.trace_floats = False
             continue
         assert var_kw is not None
         outer_kw: Any = flags.by_name.get(var_kw.name)

@@ -44,7 +44,7 @@ from ._flags import FlagEntry, Flags
 from ._layout import PROBE_SCALARS, StaticKey, is_sharding
 from ._plan import Kind, Plan, Split, _getter
 from ._prefix import broadcast_call, top_entry
-from ._resolve import build_plan
+from ._resolve import build_plan, walk_value
 from ._rules import is_array_like
 from ._spec import Param, Spec
 from ._validate import Pair
@@ -127,6 +127,8 @@ class RouteContext:
     validate: bool
     signature: inspect.Signature | None
     in_shardings: Any
+    #: Positional parameters whose unannotated floats are traced (`grad`).
+    float_args: frozenset[int] = frozenset()
 
 
 class Route:
@@ -194,9 +196,14 @@ class Route:
                 signature=ctx.signature,
                 check=ctx.validate,
                 skip=skip,
+                float_args=ctx.float_args,
             )
             if issues:
-                raise ValidationError(issues, ctx.spec.name)
+                # Report the arguments handed to JAX whole too, not later.
+                found = _in_parameter_order(
+                    [*self._whole_issues(args), *issues], ctx.spec
+                )
+                raise ValidationError(found, ctx.spec.name)
             plan.route = self
             if ctx.in_shardings is not None:
                 entries = broadcast_call(
@@ -214,6 +221,26 @@ class Route:
 
     def _known_plan(self, treedef: Any) -> Plan | None:
         return self._plans.get(treedef)
+
+    def _whole_issues(self, args: Any) -> list[Issue]:
+        """Structure issues of the arguments this route hands to JAX whole."""
+        return []
+
+
+def _in_parameter_order(issues: list[Issue], spec: Spec) -> list[Issue]:
+    """Issues sorted by the parameter they are about (stable within one)."""
+    order = [f"argument {p.name}" for p in spec.params]
+
+    def rank(issue: Issue) -> int:
+        for i, prefix in enumerate(order):
+            if issue.loc.startswith(prefix) and issue.loc[len(prefix) :][:1] in (
+                ",",
+                "[",
+            ):
+                return i
+        return len(order)
+
+    return sorted(issues, key=rank)
 
 
 def _leaf_issues(split: Split, leaves: Sequence[Any]) -> list[Issue]:
@@ -271,6 +298,22 @@ class PositionalRoute(Route):
         #: failed probe on top of the flatten), or when nothing reads probes.
         self.probing = probing
         self._may_probe = probing
+
+    def _whole_issues(self, args: Any) -> list[Issue]:
+        issues: list[Issue] = []
+        by_name = self.ctx.flags.by_name
+        for param, value in zip(self._whole_params, self.get_whole(args)):
+            _, found, _ = walk_value(
+                value,
+                param.node,
+                path=param.name,
+                argument=param.name,
+                flags=by_name.get(param.name),
+                default="dynamic",
+                check=True,
+            )
+            issues.extend(found)
+        return issues
 
     def clear(self) -> None:
         with self._lock:

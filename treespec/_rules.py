@@ -30,6 +30,7 @@ __all__ = [
     "UNHASHABLE_TYPES",
     "array_classes",
     "is_array",
+    "is_array_annotation",
     "is_array_like",
     "covered",
     "is_hashable",
@@ -48,6 +49,8 @@ ARRAY_TYPES: Final = frozenset(
     {
         "jax.Array",
         "jax._src.basearray.Array",
+        "jax.jaxlib._jax.Array",
+        "jaxlib._jax.Array",
         "jaxlib._jax.ArrayImpl",
         "numpy.ndarray",
         "numpy.generic",
@@ -75,6 +78,8 @@ UNHASHABLE_TYPES: Final = frozenset(
         "numpy.ndarray",
         "jax.Array",
         "jax._src.basearray.Array",
+        "jax.jaxlib._jax.Array",
+        "jaxlib._jax.Array",
         "jaxlib._jax.ArrayImpl",
     }
 )
@@ -230,6 +235,31 @@ def type_problem(node: Node, marker: Marker) -> str | None:
     else:
         reason = f"{name} is neither an array nor a registered pytree"
     return f"{reason}, so it cannot be {marker.title} (traced): {non_array_fix()}."
+
+
+def is_array_annotation(node: Node) -> bool:
+    """Whether an annotation says "an array": an array type (`jax.Array`,
+    `np.ndarray`, a jaxtyping array), or a union of array types and Python
+    scalars with at least one array type among them (`ArrayLike`,
+    `Optional[jax.Array]`).
+
+    Under the "infer" default, an unmarked leaf annotated so is traced,
+    whatever value comes.
+    """
+    if isinstance(node, LeafNode):
+        return node.is_array
+    if not isinstance(node, UnionNode):
+        return False
+    members = [m for m in node.members if not isinstance(m, NoneNode)]
+    arrays = [m for m in members if isinstance(m, LeafNode) and m.is_array]
+    scalars = [
+        m
+        for m in members
+        if isinstance(m, LeafNode)
+        and m.type_names[:1]
+        and m.type_names[0] in SCALAR_TYPES
+    ]
+    return bool(arrays) and len(arrays) + len(scalars) == len(members)
 
 
 def node_unhashable(node: Node) -> bool:

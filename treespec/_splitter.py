@@ -40,7 +40,9 @@ class Splitter:
     """Splits calls of one function into (static key, dynamic arguments).
 
     `allow_whole`: arguments dynamic as a whole go to JAX unflattened (jit);
-    the other transforms see every leaf of the call.
+    the other transforms see every leaf of the call. `float_args`: positional
+    parameters whose unannotated Python floats are traced (what `grad`
+    differentiates).
     """
 
     def __init__(
@@ -53,14 +55,17 @@ class Splitter:
         signature: inspect.Signature | None,
         in_shardings: Any = None,
         allow_whole: bool = True,
+        float_args: frozenset[int] = frozenset(),
     ) -> None:
         self.spec = spec
         self.validate = validate
-        ctx = RouteContext(spec, flags, default, validate, signature, in_shardings)
+        ctx = RouteContext(
+            spec, flags, default, validate, signature, in_shardings, float_args
+        )
         whole = []
         if allow_whole:
             for i, param in enumerate(spec.positional):
-                kind = whole_kind(param, flags.by_name.get(param.name))
+                kind = whole_kind(param, flags.by_name.get(param.name), default)
                 if kind is not None:
                     whole.append((i, kind))
         #: The route of a call that passes exactly the positional parameters.

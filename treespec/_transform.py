@@ -96,6 +96,7 @@ class Transformed(Generic[_P, _R]):
         localns: Mapping[str, Any],
         allow_whole: bool = False,
         in_shardings: Any = None,
+        float_args: frozenset[int] = frozenset(),
     ) -> None:
         check_default(default)
         functools.update_wrapper(cast(Any, self), fun)
@@ -109,6 +110,7 @@ class Transformed(Generic[_P, _R]):
             localns,
             allow_whole,
             in_shardings,
+            float_args,
         )
         try:
             self._build()
@@ -125,7 +127,7 @@ class Transformed(Generic[_P, _R]):
             pending = self.__dict__.get("_pending")
             if pending is None:
                 return
-            static_flags, validate, localns, allow_whole, in_shardings = pending
+            static_flags, validate, localns, allow_whole, in_shardings, floats = pending
             spec = _spec_for(self._fun, localns)
             flags = normalize_flags(static_flags, spec)
             try:
@@ -141,6 +143,7 @@ class Transformed(Generic[_P, _R]):
                 signature=signature,
                 in_shardings=in_shardings,
                 allow_whole=allow_whole,
+                float_args=floats,
             )
             self.__treespec_spec__ = spec
             # Last: until then, reading a missing attribute builds, or waits
