@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
+from jaxtyping import Array, Float
 
 import treespec
 from treespec import Dynamic, SpecError, Static, ValidationError
@@ -105,6 +106,77 @@ def test_argnums_tuple_and_has_aux() -> None:
     np.testing.assert_allclose(aux["prod"], 2.0)
     with pytest.raises(SpecError, match="argnums 5 is out of range"):
         treespec.grad(f, argnums=5)(jnp.ones(2), jnp.ones(2), "t")
+
+
+def typed_loss(
+    params: dict[str, Float[Array, "n"]], x: Float[Array, "n"], k: Static[int]
+) -> Float[Array, ""]:
+    return jnp.sum((params["w"] * x) ** 2) * k
+
+
+def _plain_loss(params: Any, x: Any) -> Any:
+    return jnp.sum((params["w"] * x) ** 2) * 2
+
+
+_PARAMS = {"w": jnp.arange(1.0, 4.0)}
+_X = jnp.array([0.5, -1.0, 2.0])
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs", "batched"),
+    [
+        (treespec.jit(treespec.grad(typed_loss)), jax.grad(_plain_loss), False),
+        (
+            treespec.jit(treespec.value_and_grad(typed_loss)),
+            jax.value_and_grad(_plain_loss),
+            False,
+        ),
+        (
+            treespec.jit(treespec.checkpoint(typed_loss)),
+            jax.checkpoint(_plain_loss),
+            False,
+        ),
+        (treespec.grad(treespec.jit(typed_loss)), jax.grad(_plain_loss), False),
+        (
+            treespec.jit(treespec.vmap(typed_loss, in_axes=(None, 0, None))),
+            jax.vmap(_plain_loss, in_axes=(None, 0)),
+            True,
+        ),
+        (
+            treespec.vmap(treespec.jit(typed_loss), in_axes=(None, 0, None)),
+            jax.vmap(_plain_loss, in_axes=(None, 0)),
+            True,
+        ),
+    ],
+    ids=[
+        "jit-grad",
+        "jit-value_and_grad",
+        "jit-checkpoint",
+        "grad-jit",
+        "jit-vmap",
+        "vmap-jit",
+    ],
+)
+def test_an_outer_transform_never_checks_the_inner_return_hint(
+    ours: Any, theirs: Any, batched: bool
+) -> None:
+    # typed_loss returns Float[Array, ""] and takes Float[Array, "n"]: a gradient
+    # dict or a batch of x is checked by the inner transform, never against
+    # those hints by the outer one.
+    x = jnp.stack([_X, 2 * _X]) if batched else _X
+    for _ in range(2):  # the second call is a cache hit
+        got = ours(_PARAMS, x, 2)
+        want = theirs(_PARAMS, x)
+        for g, w in zip(
+            jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)
+        ):
+            np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def test_the_inner_transform_still_validates_its_arguments() -> None:
+    f = treespec.jit(treespec.grad(typed_loss))
+    with pytest.raises(ValidationError, match=r"argument x"):
+        f(_PARAMS, jnp.ones(4), 2)  # n is 3 in params, 4 in x
 
 
 def test_grad_of_python_floats_matches_jax() -> None:

@@ -139,7 +139,14 @@ class Transformed(Generic[_P, _R]):
                 spec,
                 flags,
                 self._default,
-                validate=validate and validation_enabled(),
+                # Around another treespec transform, the inner one validates
+                # what it is called with and what it returns: the outer one
+                # sees batched or differentiated values that the inner
+                # function's hints do not describe (`jit(grad(loss))` returns
+                # a gradient, not `loss`'s return type).
+                validate=validate
+                and validation_enabled()
+                and not isinstance(self._fun, Transformed),
                 signature=signature,
                 in_shardings=in_shardings,
                 allow_whole=allow_whole,
