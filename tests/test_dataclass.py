@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import treespec
@@ -64,3 +66,54 @@ def test_init_false_field_is_refused() -> None:
         class Bad:
             a: int
             b: int = dataclasses.field(init=False, default=0)
+
+
+@pytest.mark.parametrize(
+    "annotation",
+    ["Static[list]", "Static[dict[str, int]]", "Static[set[int]]", "Static[List[int]]"],
+)
+def test_a_mutable_static_field_is_refused_at_class_definition(annotation: str) -> None:
+    namespace: dict[str, Any] = {}
+    source = (
+        "import jax\n"
+        "from typing import List\n"
+        "from treespec import Static\n"
+        "class DC:\n"
+        "    w: jax.Array\n"
+        f"    ks: {annotation}\n"
+    )
+    exec(source, namespace)
+    with pytest.raises(treespec.SpecError) as info:
+        treespec.dataclass(namespace["DC"])
+    msg = str(info.value)
+    assert "DC.ks" in msg and "stale" in msg and "tuple[...]" in msg
+
+
+def test_immutable_static_fields_are_metadata_and_retrace_on_change(
+    counter: dict[str, int],
+) -> None:
+    @treespec.dataclass
+    class DC:
+        w: jax.Array
+        ks: Static[tuple[int, ...]]
+
+    @treespec.jit
+    def f(d: DC) -> jax.Array:
+        counter["n"] += 1
+        return d.w * sum(d.ks)
+
+    np.testing.assert_allclose(f(DC(jnp.ones(1), (1, 2))), 3.0)
+    np.testing.assert_allclose(f(DC(jnp.ones(1), (1, 2, 10))), 13.0)
+    assert counter["n"] == 2
+    assert jax.tree_util.tree_leaves(DC(jnp.ones(1), (1,))) == [jnp.ones(1)]
+
+
+def test_a_mutable_static_field_is_refused_when_its_hint_evaluates() -> None:
+    with pytest.raises(
+        treespec.SpecError, match=r"DC\.ks is Static\[dict\[str, int\]\]"
+    ):
+
+        @treespec.dataclass
+        class DC:
+            w: jax.Array
+            ks: Static[dict[str, int]]

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import collections
+import collections.abc
 import dataclasses
 import re
 import sys
+import typing
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 import jax
 from typing_extensions import dataclass_transform
 
+from ._errors import SpecError
+from ._hints import type_text
 from ._markers import Marker, marker_of
 
 __all__ = ["dataclass"]
@@ -19,11 +24,30 @@ _C = TypeVar("_C", bound=type)
 _STATIC_TEXT = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*Static\[")
 
 
-def _is_static_field(cls: type, name: str, annotation: Any) -> bool:
-    """True when the field's outermost marker is Static.
+#: Containers that can change in place: as JAX metadata, a mutation would not
+#: be seen by any compile cache (the compiled code would go stale).
+_MUTABLE = (
+    list,
+    dict,
+    set,
+    bytearray,
+    collections.deque,
+    collections.abc.MutableSequence,
+    collections.abc.MutableMapping,
+    collections.abc.MutableSet,
+)
+_MUTABLE_TEXT = re.compile(
+    r"^\s*(?:[A-Za-z_]\w*\.)*Static\[\s*(?:typing\.)?"
+    r"(list|dict|set|bytearray|List|Dict|Set|deque|defaultdict|OrderedDict)\b"
+)
+
+
+def _static_field(cls: type, name: str, annotation: Any) -> tuple[bool, Any]:
+    """Whether the field's outermost marker is Static, and what it marks.
 
     A string annotation (`from __future__ import annotations`) is evaluated in
-    the class's module; if it names something not defined yet, its text decides.
+    the class's module; if it names something not defined yet, its text decides
+    (and what it marks is that text).
     """
     if isinstance(annotation, str):
         module = sys.modules.get(cls.__module__)
@@ -32,9 +56,16 @@ def _is_static_field(cls: type, name: str, annotation: Any) -> bool:
         try:
             annotation = eval(annotation, namespace)
         except Exception:
-            return bool(_STATIC_TEXT.match(annotation))
-    _, markers, _ = marker_of(annotation)
-    return Marker.STATIC in markers
+            return bool(_STATIC_TEXT.match(annotation)), annotation
+    base, markers, _ = marker_of(annotation)
+    return Marker.STATIC in markers, base
+
+
+def _is_mutable(base: Any) -> bool:
+    if isinstance(base, str):  # the whole annotation's text: `Static[list[int]]`
+        return bool(_MUTABLE_TEXT.match(base))
+    origin = typing.get_origin(base) or base
+    return isinstance(origin, type) and issubclass(origin, _MUTABLE)
 
 
 def _register(cls: _C, kwargs: dict[str, Any]) -> _C:
@@ -47,7 +78,17 @@ def _register(cls: _C, kwargs: dict[str, Any]) -> _C:
                 f"treespec.dataclass {made.__qualname__}.{field.name}: fields with "
                 "init=False cannot be rebuilt from a pytree; give it init=True."
             )
-        if _is_static_field(made, field.name, field.type):
+        static, base = _static_field(made, field.name, field.type)
+        if static and _is_mutable(base):
+            shown = base if isinstance(base, str) else f"Static[{type_text(base)}]"
+            raise SpecError(
+                f"treespec.dataclass {made.__qualname__}.{field.name} is "
+                f"{shown}: Static fields become JAX metadata, where a container "
+                "changed in place is seen by no compile cache (the compiled code "
+                "would go stale). Use an immutable type, such as tuple[...] or "
+                "frozenset[...], for a static field."
+            )
+        if static:
             meta.append(field.name)
         else:
             data.append(field.name)
@@ -71,7 +112,11 @@ def dataclass(cls: Any = None, /, **kwargs: Any) -> Any:
 
     Fields annotated `Static[...]` become JAX metadata fields (part of the tree
     structure), so even plain `jax.jit` holds them static; all other fields are
-    children. treespec transforms read the same annotations.
+    children. treespec transforms read the same annotations. A `Static` field
+    of a mutable container type (`list`, `dict`, `set`, ...) is refused with a
+    `SpecError` when the class is defined: a container changed in place inside
+    metadata is seen by no compile cache, so the compiled code would go stale.
+    Use `tuple[...]`/`frozenset[...]` there.
 
     **Arguments:**
 
