@@ -135,8 +135,9 @@ class _Grad(Transformed[_P, Any]):
         return found
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> Any:
-        key, dynamic = self._splitter.split_call(args, kwargs)
-        targets = self._targets(key_split(key), args)
+        bound, named = self._splitter.bind(args, kwargs)  # argnums: bound positions
+        key, dynamic = self._splitter.split_call(bound, named)
+        targets = self._targets(key_split(key), bound)
         diff: list[tuple[int, int, int]] = []  # (argument, leaf within it, dyn pos)
         for j, k, pos, want in targets.candidates:
             if not _inexact(dynamic[pos]):

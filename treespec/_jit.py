@@ -158,12 +158,17 @@ class Jitted(Transformed[_P, _R]):
         )
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        route = self._splitter.positional
-        if not kwargs and len(args) == route.npos:
+        splitter = self._splitter
+        route = splitter.positional
+        call: tuple[Any, ...] = args
+        named: dict[str, Any] = kwargs
+        if named or len(call) != splitter.binder.direct_npos:
+            call, named = splitter.bind(call, named)  # f(x, n=2) as f(x, 2)
+        if not named and len(call) == route.npos:
             # The positional route, inlined: the common case. A plain dict of
             # scalars whose structure is all static is looked up by its probe,
             # without a flatten.
-            mixed = route.get_mixed(args)
+            mixed = route.get_mixed(call)
             key: Key | None = None
             if type(mixed) is dict and route.probing:
                 values = mixed.values()
@@ -172,16 +177,16 @@ class Jitted(Transformed[_P, _R]):
                 except TypeError:  # an unhashable value: `split` stops probing
                     key = None
             if key is None:
-                key, dynamic = route.split(args, kwargs)
+                key, dynamic = route.split(call, named)
             else:
-                dynamic = route.get_whole(args)
+                dynamic = route.get_whole(call)
         else:
-            key, dynamic = self._splitter.general.split(args, kwargs)
+            key, dynamic = splitter.general.split(call, named)
         split = key[0]
         try:
             out = (split.caller or self._caller(split))(key, *dynamic)
         except (TypeError, ValueError):
-            error = self._splitter.diagnose(args, kwargs)
+            error = splitter.diagnose(call, named)
             if error is None:
                 raise
             # Raised from None: the JAX error stays reachable as __context__

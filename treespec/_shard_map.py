@@ -43,7 +43,8 @@ class _ShardMapped(Transformed[_P, _R]):
         jax_kwargs: dict[str, Any],
         **kw: Any,
     ) -> None:
-        super().__init__(fun, **kw)
+        # Prefix trees (in_axes, in_specs) follow the call as written.
+        super().__init__(fun, bind_calls=False, **kw)
         self._mesh = mesh
         self._in_specs = in_specs
         self._out_specs = out_specs

@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
+from ._bind import Binder
 from ._errors import ValidationError
 from ._flags import Flags
 from ._layout import whole_kind
@@ -42,7 +43,9 @@ class Splitter:
     `allow_whole`: arguments dynamic as a whole go to JAX unflattened (jit);
     the other transforms see every leaf of the call. `float_args`: positional
     parameters whose unannotated Python floats are traced (what `grad`
-    differentiates).
+    differentiates). `bind_calls`: calls are rewritten to their bound form
+    first (not for transforms whose prefix trees follow the call as written,
+    such as `vmap`'s `in_axes`).
     """
 
     def __init__(
@@ -56,9 +59,12 @@ class Splitter:
         in_shardings: Any = None,
         allow_whole: bool = True,
         float_args: frozenset[int] = frozenset(),
+        bind_calls: bool = True,
     ) -> None:
         self.spec = spec
         self.validate = validate
+        #: Rewrites a call to its bound form (`_bind.py`), when `bind_calls`.
+        self.binder = Binder(signature if bind_calls else None, spec.name)
         ctx = RouteContext(
             spec, flags, default, validate, signature, in_shardings, float_args
         )
@@ -83,10 +89,17 @@ class Splitter:
             return self.positional
         return self.general
 
+    def bind(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The call in its bound form: one key for `f(x)`, `f(x, 2)`, `f(x, n=2)`."""
+        return self.binder.bind(args, kwargs)
+
     def split_call(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[Key, Sequence[Any]]:
-        """The static key and the dynamic arguments of one call."""
+        """The static key and the dynamic arguments of one (bound) call."""
+        args, kwargs = self.binder.bind(args, kwargs)
         return self.route_for(args, kwargs).split(args, kwargs)
 
     def rebuild(
@@ -130,5 +143,6 @@ class Splitter:
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> ValidationError | None:
         """Find the leaves that made a call fail; `None` if they all look fine."""
+        args, kwargs = self.binder.bind(args, kwargs)
         issues = self.route_for(args, kwargs).diagnose(args, kwargs)
         return ValidationError(issues, self.spec.name) if issues else None

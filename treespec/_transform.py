@@ -97,6 +97,7 @@ class Transformed(Generic[_P, _R]):
         allow_whole: bool = False,
         in_shardings: Any = None,
         float_args: frozenset[int] = frozenset(),
+        bind_calls: bool = True,
     ) -> None:
         check_default(default)
         functools.update_wrapper(cast(Any, self), fun)
@@ -111,6 +112,7 @@ class Transformed(Generic[_P, _R]):
             allow_whole,
             in_shardings,
             float_args,
+            bind_calls,
         )
         try:
             self._build()
@@ -127,7 +129,15 @@ class Transformed(Generic[_P, _R]):
             pending = self.__dict__.get("_pending")
             if pending is None:
                 return
-            static_flags, validate, localns, allow_whole, in_shardings, floats = pending
+            (
+                static_flags,
+                validate,
+                localns,
+                allow_whole,
+                in_shardings,
+                floats,
+                bind_calls,
+            ) = pending
             spec = _spec_for(self._fun, localns)
             flags = normalize_flags(static_flags, spec)
             try:
@@ -151,6 +161,7 @@ class Transformed(Generic[_P, _R]):
                 in_shardings=in_shardings,
                 allow_whole=allow_whole,
                 float_args=floats,
+                bind_calls=bind_calls,
             )
             self.__treespec_spec__ = spec
             # Last: until then, reading a missing attribute builds, or waits

@@ -97,7 +97,8 @@ class _AxisMapped(Transformed[_P, _R]):
         jax_kwargs: dict[str, Any],
         **kw: Any,
     ) -> None:
-        super().__init__(fun, **kw)
+        # Prefix trees (in_axes, in_specs) follow the call as written.
+        super().__init__(fun, bind_calls=False, **kw)
         self._in_axes = in_axes
         self._jax_kwargs = jax_kwargs
         self._entries: dict[Split, list[Entry]] = {}
