@@ -24,7 +24,11 @@ class _Checkpointed(Transformed[_P, _R]):
         self, fun: Callable[_P, _R], *, jax_kwargs: dict[str, Any], **kw: Any
     ) -> None:
         super().__init__(fun, **kw)
+        self._jax_kwargs = jax_kwargs
         self._remat = jax.checkpoint(self._traced, static_argnums=(0,), **jax_kwargs)
+
+    def _cache_options(self) -> tuple[Any, ...]:
+        return (*super()._cache_options(), self._jax_kwargs)
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         key, dynamic = self._splitter.split_call(args, kwargs)

@@ -87,6 +87,15 @@ class _Grad(Transformed[_P, Any]):
         if with_value:
             self._name = "value_and_grad"
 
+    def _cache_options(self) -> tuple[Any, ...]:
+        return (
+            *super()._cache_options(),
+            self._argnums,
+            self._has_aux,
+            self._wrt,
+            self._with_value,
+        )
+
     def _selected(self, args: tuple[Any, ...]) -> list[tuple[int, list[Entry]]]:
         """For each differentiated argument: the `wrt` entry of each of its leaves."""
         single = isinstance(self._argnums, int)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
@@ -12,6 +11,7 @@ import jax
 from typing_extensions import ParamSpec
 
 from ._api import caller_namespace
+from ._cache import JitState, freeze, shared_state
 from ._errors import Issue, SpecError, ValidationError
 from ._partition import combine
 from ._plan import Split
@@ -84,15 +84,7 @@ class Jitted(Transformed[_P, _R]):
                     "per leaf, not per argument."
                 )
         kwargs = dict(jax_kwargs)
-        super().__init__(
-            fun,
-            static_flags=static_flags,
-            default=default,
-            validate=validate,
-            localns=localns,
-            allow_whole=True,
-            in_shardings=kwargs.pop("in_shardings", None),
-        )
+        in_shardings = kwargs.pop("in_shardings", None)
         env = os.environ.get("TREESPEC_EXPLAIN_RECOMPILES", "0") not in ("", "0")
         self._explain = explain_recompiles or env
         # A single sharding also covers the aux-only node of non-array outputs;
@@ -103,51 +95,84 @@ class Jitted(Transformed[_P, _R]):
         ):
             self._output_tree = "out_shardings"
         self._jax_kwargs = kwargs
-        self._lock = threading.RLock()
-        self._compiled: dict[tuple[Any, ...], Callable[..., Any]] = {}
-        self._last_trace: dict[str, str] | None = None
-        self.trace_count = 0
+        #: What makes two wrappers of one function equal (they share a cache).
+        self._options = (static_flags, default, validate, self._explain, jax_kwargs)
+        super().__init__(
+            fun,
+            static_flags=static_flags,
+            default=default,
+            validate=validate,
+            localns=localns,
+            allow_whole=True,
+            in_shardings=in_shardings,
+        )
+
+    def _built(self) -> None:
+        # The cache belongs to the wrapped function: an equal wrapper made
+        # before (same function, same options) shares its state.
+        def make() -> JitState:
+            return JitState(self._splitter)
+
+        try:
+            options = freeze(self._options)
+        except TypeError:  # an option that cannot be hashed: nothing to share
+            state = make()
+        else:
+            state = shared_state(self._fun, options, make)
+        state.attach(self)
+        self._splitter = state.splitter
+        self._state = state
+
+    @property
+    def trace_count(self) -> int:
+        """How often this function traced (shared by equal wrappers of it)."""
+        return self._state.trace_count
 
     def clear_cache(self) -> None:
         """Drop every plan, key and compiled executable of this function."""
-        with self._lock:
-            for compiled in self._compiled.values():
+        state = self._state
+        with state.lock:
+            for compiled in state.compiled.values():
                 clear = getattr(compiled, "clear_cache", None)
                 if clear is not None:
                     clear()
-            self._splitter.clear()
-            self._compiled.clear()
-            self._last_trace = None
+            state.splitter.clear()
+            state.compiled.clear()
+            state.last_trace = None
 
     def _caller(self, split: Split) -> Callable[..., Any]:
-        with self._lock:
+        state = self._state
+        with state.lock:
             if split.caller is not None:
                 return split.caller  # type: ignore[no-any-return]
             route = split.plan.route
             donate = route.donate_argnums(split)
             in_sh = route.in_shardings(split)
             config = (donate, in_sh)
-            compiled = self._compiled.get(config)
+            compiled = state.compiled.get(config)
             if compiled is None:
                 kwargs = dict(self._jax_kwargs)
                 if in_sh is not None:
                     kwargs["in_shardings"] = in_sh
+                # The state's body, not this wrapper's: the compiled function
+                # must not keep a wrapper (and so the function) alive.
                 compiled = jax.jit(
-                    self._traced, static_argnums=0, donate_argnums=donate, **kwargs
+                    state.traced, static_argnums=0, donate_argnums=donate, **kwargs
                 )
-                self._compiled[config] = compiled
+                state.compiled[config] = compiled
             split.caller = compiled
             return compiled
 
     def _traced(self, key: Key, *dynamic: Any) -> Any:
-        self.trace_count += 1
+        self._state.trace_count += 1
         if self._explain:
             self._report_retrace(key, dynamic)
         return super()._traced(key, *dynamic)
 
     def _report_retrace(self, key: Key, dynamic: Sequence[Any]) -> None:
         now = self._splitter.describe(key, dynamic)
-        before, self._last_trace = self._last_trace, now
+        state = self._state
+        before, state.last_trace = state.last_trace, now
         if before is None:
             return
         logger.warning(

@@ -52,6 +52,15 @@ class _ShardMapped(Transformed[_P, _R]):
         self._mapped: dict[Key, Callable[..., Any]] = {}
         self._lock = threading.Lock()
 
+    def _cache_options(self) -> tuple[Any, ...]:
+        return (
+            *super()._cache_options(),
+            self._mesh,
+            self._in_specs,
+            self._out_specs,
+            self._jax_kwargs,
+        )
+
     def _specs(self, key: Key, args: Any, kwargs: Any) -> tuple[Any, ...]:
         split = key[0]
         entries = broadcast_call(

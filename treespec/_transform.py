@@ -26,7 +26,7 @@ from ._splitter import Splitter
 __all__ = ["Transformed", "join_output", "split_output"]
 
 #: What `Transformed._build` sets; reading one before it ran builds.
-_BUILT = frozenset({"__treespec_spec__", "_flags", "_splitter"})
+_BUILT = frozenset({"__treespec_spec__", "_flags", "_splitter", "_state"})
 _BUILD_LOCK = threading.RLock()
 
 _P = ParamSpec("_P")
@@ -100,11 +100,12 @@ class Transformed(Generic[_P, _R]):
         bind_calls: bool = True,
     ) -> None:
         check_default(default)
-        functools.update_wrapper(cast(Any, self), fun)
-        for name in _BUILT:  # copied from `fun.__dict__` when it is a transform
-            self.__dict__.pop(name, None)
+        # The name, docstring and `__wrapped__`, not `fun.__dict__`: a transform
+        # keeps its own state (a subclass may have set some before this).
+        functools.update_wrapper(cast(Any, self), fun, updated=())
         self._fun = fun
         self._default = default
+        self._raw_options = (static_flags, validate, allow_whole, in_shardings)
         self._pending: tuple[Any, ...] | None = (
             static_flags,
             validate,
@@ -164,9 +165,35 @@ class Transformed(Generic[_P, _R]):
                 bind_calls=bind_calls,
             )
             self.__treespec_spec__ = spec
+            self._built()
             # Last: until then, reading a missing attribute builds, or waits
             # for the build under way.
             self._pending = None
+
+    def _built(self) -> None:
+        """What a transform sets up once its spec and splitter exist."""
+
+    def _cache_identity(self) -> tuple[Any, Any]:
+        """The function a compile cache of this transform belongs to (the
+        innermost function through nested transforms), and a bound method's
+        instance (see `_cache.py`)."""
+        from ._cache import _owner
+
+        return _owner(self._fun)
+
+    def _cache_chain(self) -> tuple[Any, ...]:
+        """This transform and those inside it, with their options, as a key."""
+        from ._cache import freeze
+
+        inner = getattr(self._fun, "_cache_chain", None)
+        return (
+            (type(self).__name__, freeze(self._cache_options())),
+            *(inner() if inner is not None else ()),
+        )
+
+    def _cache_options(self) -> tuple[Any, ...]:
+        """The options that make this transform what it is (for `_cache_chain`)."""
+        return (self._raw_options, self._default)
 
     def __getattr__(self, name: str) -> Any:
         # Only called for attributes not set yet: those `_build` sets, when it

@@ -105,6 +105,9 @@ class _AxisMapped(Transformed[_P, _R]):
         if not isinstance(jax_kwargs.get("out_axes", 0), (int, type(None))):
             self._output_tree = "out_axes"
 
+    def _cache_options(self) -> tuple[Any, ...]:
+        return (*super()._cache_options(), self._in_axes, self._jax_kwargs)
+
     def _axes(
         self,
         split: Split,

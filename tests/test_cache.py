@@ -1,0 +1,101 @@
+"""The cache belongs to the wrapped function (`treespec._cache`), as in JAX and Equinox."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import treespec
+from treespec import Static
+
+
+def test_a_new_jit_of_the_same_function_reuses_its_traces(
+    counter: dict[str, int],
+) -> None:
+    def f(x: jax.Array, n: Static[int]) -> jax.Array:
+        counter["n"] += 1
+        return x * n
+
+    for _ in range(3):
+        np.testing.assert_allclose(treespec.jit(f)(jnp.ones(2), 3), 3.0)
+    assert counter["n"] == 1
+    assert treespec.jit(f).trace_count == 1  # the count is the function's too
+    treespec.jit(f, validate=False)(jnp.ones(2), 3)  # other options: own cache
+    assert counter["n"] == 2
+
+
+def test_inline_jit_of_grad_and_grad_of_jit_trace_once(counter: dict[str, int]) -> None:
+    def loss(w: jax.Array, k: Static[int]) -> jax.Array:
+        counter["n"] += 1
+        return jnp.sum(w**2) * k
+
+    for i in range(3):
+        g = treespec.jit(treespec.grad(loss))(jnp.full(2, float(i), jnp.float32), 2)
+        np.testing.assert_allclose(g, jnp.full(2, 4.0 * i))
+    assert counter["n"] == 1
+    counter["n"] = 0
+    for i in range(3):
+        g = treespec.grad(treespec.jit(loss))(jnp.full(2, float(i), jnp.float32), 2)
+        np.testing.assert_allclose(g, jnp.full(2, 4.0 * i))
+    assert counter["n"] == 1
+    counter["n"] = 0
+    treespec.jit(treespec.grad(loss, has_aux=False, argnums=0))(jnp.ones(2), 2)
+    assert counter["n"] == 0  # the same options spelled out: the same cache
+    treespec.jit(treespec.value_and_grad(loss))(jnp.ones(2), 2)
+    assert counter["n"] == 1  # another inner transform: another cache
+
+
+class Model(eqx.Module):
+    w: jax.Array
+    traces: Any = eqx.field(static=True)
+
+    def scaled(self, k: Static[float]) -> jax.Array:
+        self.traces["n"] += 1
+        return self.w * k
+
+
+def test_a_bound_method_jitted_afresh_each_call_traces_once() -> None:
+    traces = {"n": 0}
+    m = Model(jnp.ones(2), traces)
+    for _ in range(3):
+        np.testing.assert_allclose(treespec.jit(m.scaled)(2.0), 2.0)
+    assert traces["n"] == 1
+    other = Model(jnp.zeros(2), traces)  # another instance: its own cache
+    np.testing.assert_allclose(treespec.jit(other.scaled)(2.0), 0.0)
+    assert traces["n"] == 2
+
+
+def test_no_function_is_kept_alive_by_having_been_jitted() -> None:
+    def use() -> weakref.ref[Any]:
+        # In a frame of its own: a decorating frame's locals snapshot (read
+        # for forward references) holds `f` until the frame ends.
+        def f(x: jax.Array) -> jax.Array:
+            return x + 1
+
+        jitted = treespec.jit(f)
+        jitted(jnp.ones(1))
+        treespec.jit(treespec.grad(lambda x: jnp.sum(f(x))))(jnp.ones(1))
+        assert jitted.trace_count == 1
+        return weakref.ref(f)
+
+    ref = use()
+    gc.collect()
+    assert ref() is None
+
+
+def test_unhashable_options_just_do_not_share(counter: dict[str, int]) -> None:
+    def f(x: jax.Array, cfg: Any) -> jax.Array:
+        counter["n"] += 1
+        return x * cfg["k"]
+
+    flags = [False, {"k": lambda v: True}]  # a new lambda each time: a new key
+    treespec.jit(f, static_flags=flags)(jnp.ones(1), {"k": 2})
+    treespec.jit(f, static_flags=[False, {"k": True}])(jnp.ones(1), {"k": 2})
+    treespec.jit(f, static_flags=[False, {"k": True}])(jnp.ones(1), {"k": 2})
+    assert counter["n"] == 2
