@@ -162,3 +162,43 @@ def test_differences_name_each_leaf_and_value() -> None:
     assert issue.got == "3 on process 0, 4 on process 1"
     issues = _processes.differences({0: payload("3"), 1: payload("3", True)})
     assert [i.got for i in issues] == ["1 on process 1, no such leaf on process 0"]
+
+
+def _example(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "multihost.py"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=150,  # the example kills its processes after 120 s
+        check=False,
+    )
+
+
+def test_multihost_example_trains_and_shows_the_error() -> None:
+    done = _example()
+    assert done.returncode == 0, done.stdout + done.stderr
+    for index in (0, 1):
+        lines = [
+            line.split("] ", 1)[1]
+            for line in done.stdout.splitlines()
+            if line.startswith(f"[process {index}]")
+        ]
+        losses = [float(line.split()[-1]) for line in lines if "global loss" in line]
+        assert len(losses) == 4 and losses[-1] < losses[0], lines
+        assert f"traces of train_step on process {index}: 1" in lines
+    # Both processes report the same global loss.
+    assert done.stdout.count("step 30  global loss") == 2
+    assert (
+        len({line[-6:] for line in done.stdout.splitlines() if "step 30" in line}) == 1
+    )
+
+    done = _example("--diverge")
+    assert done.returncode == 1, done.stdout + done.stderr
+    for index in (0, 1):
+        assert (
+            f"[process {index}]   argument cfg, at cfg['learning_rate']: "
+            "expected the same static value on every process" in done.stdout
+        ), done.stdout
+    assert done.stdout.count("got 0.1 on process 0, 0.2 on process 1") == 2
