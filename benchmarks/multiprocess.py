@@ -142,6 +142,9 @@ def worker(quick: bool) -> None:
     )
     if me == 0:
         client.key_value_set("bench/turn/1", "go")
+        client.blocking_key_value_get("bench/done", 600_000)  # idle meanwhile
+    else:
+        client.key_value_set("bench/done", "1")
     assert checked.trace_count == unchecked.trace_count == 1
     ratio = (
         times["treespec.jit (checked)"] / times["treespec.jit (check_processes=False)"]
