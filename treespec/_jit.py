@@ -15,6 +15,7 @@ from ._cache import JitState, freeze, shared_state
 from ._errors import Issue, SpecError, ValidationError
 from ._partition import combine
 from ._plan import Split
+from ._processes import ProcessCheck, check_enabled, log_prefix
 from ._retrace import describe_retrace
 from ._routes import Key, key_split, same_call
 from ._splitter import Splitter
@@ -76,6 +77,7 @@ class Jitted(Transformed[_P, _R]):
         explain_recompiles: bool,
         jax_kwargs: Mapping[str, Any],
         localns: Mapping[str, Any],
+        check_processes: bool | None = None,
     ) -> None:
         for name, fix in _FORBIDDEN.items():
             if name in jax_kwargs:
@@ -87,6 +89,8 @@ class Jitted(Transformed[_P, _R]):
         in_shardings = kwargs.pop("in_shardings", None)
         env = os.environ.get("TREESPEC_EXPLAIN_RECOMPILES", "0") not in ("", "0")
         self._explain = explain_recompiles or env
+        # Multi-process jobs: compare each trace's key across processes.
+        self._processes = ProcessCheck(fun) if check_enabled(check_processes) else None
         # A single sharding also covers the aux-only node of non-array outputs;
         # a tree of shardings must match the output exactly (checked at trace).
         out_shardings = kwargs.get("out_shardings")
@@ -96,7 +100,14 @@ class Jitted(Transformed[_P, _R]):
             self._output_tree = "out_shardings"
         self._jax_kwargs = kwargs
         #: What makes two wrappers of one function equal (they share a cache).
-        self._options = (static_flags, default, validate, self._explain, jax_kwargs)
+        self._options = (
+            static_flags,
+            default,
+            validate,
+            self._explain,
+            self._processes is not None,
+            jax_kwargs,
+        )
         super().__init__(
             fun,
             static_flags=static_flags,
@@ -164,6 +175,8 @@ class Jitted(Transformed[_P, _R]):
             return compiled
 
     def _traced(self, key: Key, *dynamic: Any) -> Any:
+        if self._processes is not None:
+            self._processes.check(self._splitter.view(key, dynamic))
         self._state.trace_count += 1
         if self._explain:
             self._report_retrace(key, dynamic)
@@ -176,7 +189,8 @@ class Jitted(Transformed[_P, _R]):
         if before is None:
             return
         logger.warning(
-            "treespec.jit: retracing %s (trace #%d): %s",
+            "%streespec.jit: retracing %s (trace #%d): %s",
+            log_prefix(),
             self.__treespec_spec__.name,
             self.trace_count,
             "; ".join(describe_retrace(before, now)),
@@ -281,6 +295,7 @@ def jit(
     default: str = "infer",
     validate: bool = True,
     explain_recompiles: bool = False,
+    check_processes: bool | None = None,
     **jax_jit_kwargs: Any,
 ) -> Jitted[_P, _R]: ...
 
@@ -293,6 +308,7 @@ def jit(
     default: str = "infer",
     validate: bool = True,
     explain_recompiles: bool = False,
+    check_processes: bool | None = None,
     **jax_jit_kwargs: Any,
 ) -> Callable[[Callable[_P, _R]], Jitted[_P, _R]]: ...
 
@@ -304,6 +320,7 @@ def jit(
     default: str = "infer",
     validate: bool = True,
     explain_recompiles: bool = False,
+    check_processes: bool | None = None,
     **jax_jit_kwargs: Any,
 ) -> Jitted[_P, _R] | Callable[[Callable[_P, _R]], Jitted[_P, _R]]:
     """`jax.jit` with a per-leaf static/dynamic/donate split.
@@ -326,7 +343,17 @@ def jit(
       structure or static key; free on a compile-cache hit).
     - `explain_recompiles`: log every retrace after the first on logger
       `treespec`, naming the leaves that changed (also
-      `TREESPEC_EXPLAIN_RECOMPILES=1`).
+      `TREESPEC_EXPLAIN_RECOMPILES=1`). In a multi-process job each line
+      starts with the process index (`process 1: `).
+    - `check_processes`: under `jax.distributed` with more than one process,
+      compare each trace's static key (a digest) with every other process's
+      before the program runs, and raise `ValidationError` on every process
+      when they differ (JAX would silently run a mix of programs). Once per
+      compile-cache miss: free on a hit; no check at all with one process.
+      `None` (the default): on, unless `TREESPEC_CHECK_PROCESSES=0`. A tracing
+      process waits at most `TREESPEC_PROCESS_TIMEOUT` seconds (else
+      `treespec._processes.timeout`, 60) for the others, then raises naming
+      those that did not trace. See the Multi-host docs page.
     - `**jax_jit_kwargs`: passed to `jax.jit` (`in_shardings` and
       `out_shardings` as prefix trees over the arguments and the output,
       `device`, `backend`, `keep_unused`, `compiler_options`, ...).
@@ -363,6 +390,7 @@ def jit(
             validate=validate,
             explain_recompiles=explain_recompiles,
             jax_kwargs=jax_jit_kwargs,
+            check_processes=check_processes,
             localns=localns,
         )
 
