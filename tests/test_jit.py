@@ -611,3 +611,79 @@ def test_resolution_runs_once_per_tree_structure(spy: Any) -> None:
     f(jnp.ones(2), {"k": 1, "extra": 2})  # a new structure: one more plan
     f(jnp.ones(2), {"k": 5, "extra": 6})
     assert len(builds) == 2
+
+
+def test_a_retrace_storm_of_an_unmarked_scalar_is_named_once(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    @treespec.jit
+    def step(x: jax.Array, lr):  # type: ignore[no-untyped-def]
+        return x * lr
+
+    with caplog.at_level(logging.WARNING, logger="treespec"):
+        for i in range(12):  # a learning-rate schedule passed as a float
+            step(jnp.ones(2), 0.1 / (i + 1))
+    assert step.trace_count == 12
+    (record,) = [r for r in caplog.records if "unmarked Python float" in r.message]
+    msg = record.getMessage()
+    assert "argument lr, at lr" in msg and "Dynamic[float]" in msg
+    assert "traced 6 times" in msg  # five new values: the threshold, then never again
+    # Silenced by the environment variable, and by the logger.
+    monkeypatch.setenv("TREESPEC_RETRACE_WARNING", "0")
+    caplog.clear()
+
+    @treespec.jit
+    def quiet(x: jax.Array, lr):  # type: ignore[no-untyped-def]
+        return x * lr
+
+    with caplog.at_level(logging.WARNING, logger="treespec"):
+        for i in range(8):
+            quiet(jnp.ones(2), float(i))
+    assert not caplog.records
+
+
+def test_marked_or_array_scalars_never_warn(caplog: pytest.LogCaptureFixture) -> None:
+    @treespec.jit
+    def step(x: jax.Array, n: Static[int], lr: Dynamic[float]):  # type: ignore[no-untyped-def]
+        return x * n * lr
+
+    with caplog.at_level(logging.WARNING, logger="treespec"):
+        for i in range(8):
+            step(jnp.ones(2), i, 0.1 * i)  # n is Static by choice: no warning
+    assert step.trace_count == 8 and not caplog.records
+
+
+def test_explain_names_a_changed_keyword_value(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    @partial(treespec.jit, explain_recompiles=True)
+    def f(x: jax.Array, *, n: Static[int] = 1, scale: Static[float] = 1.0):  # type: ignore[no-untyped-def]
+        return x * n * scale
+
+    with caplog.at_level(logging.WARNING, logger="treespec"):
+        f(jnp.ones(1), n=2)
+        f(jnp.ones(1), n=3)
+        f(jnp.ones(1), n=3, scale=2.0)
+    first, second = (r.getMessage() for r in caplog.records)
+    assert "n: 2 (int) -> 3 (int)" in first
+    assert "scale: 1.0 (float) -> 2.0 (float)" in second
+    for msg in (first, second):
+        assert "no leaf changed" not in msg and "top level" not in msg
+
+
+def test_a_call_that_fails_validation_is_no_retrace(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    @partial(treespec.jit, explain_recompiles=True)
+    def f(x: jax.Array, n: Static[int]) -> jax.Array:
+        return x * n
+
+    with caplog.at_level(logging.WARNING, logger="treespec"):
+        f(jnp.ones(1), 2)
+        with pytest.raises(ValidationError):
+            f(jnp.ones(1), "3")  # type: ignore[arg-type]
+        assert f.trace_count == 1 and not caplog.records
+        f(jnp.ones(1), 4)
+    (record,) = caplog.records
+    assert "n: 2 (int) -> 4 (int)" in record.getMessage()
+    assert f.trace_count == 2

@@ -35,6 +35,10 @@ class JitState:
         self.compiled: dict[tuple[Any, ...], Callable[..., Any]] = {}
         self.last_trace: dict[str, str] | None = None
         self.trace_count = 0
+        #: Retraces each unmarked Python scalar caused, by leaf path; whether
+        #: the warning about them came (once per function).
+        self.scalar_changes: dict[str, int] = {}
+        self.warned_scalars = False
         self._wrappers: weakref.WeakSet[Any] = weakref.WeakSet()
         #: Set for a bound method's state: the instance it was made for.
         self.instance: weakref.ref[Any] | None = None

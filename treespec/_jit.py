@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, overload
 
 import jax
@@ -12,12 +12,12 @@ from typing_extensions import ParamSpec
 
 from ._api import caller_namespace
 from ._cache import JitState, freeze, shared_state
-from ._errors import Issue, SpecError, ValidationError
+from ._errors import Issue, SpecError, ValidationError, location
 from ._partition import combine
-from ._plan import Split
+from ._plan import Kind, Split
 from ._processes import ProcessCheck, check_enabled, log_prefix
-from ._retrace import describe_retrace
-from ._routes import Key, key_split, same_call
+from ._retrace import describe_retrace, describe_view
+from ._routes import CallView, Key, key_split, same_call
 from ._splitter import Splitter
 from ._transform import (
     Transformed,
@@ -31,6 +31,15 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 logger = logging.getLogger("treespec")
+
+#: Retraces caused by one unmarked Python scalar before the warning comes.
+RETRACE_WARNING_AFTER = 5
+
+
+def retrace_warnings_enabled() -> bool:
+    """Whether the retrace-storm warning is on (`TREESPEC_RETRACE_WARNING=0`: off)."""
+    return os.environ.get("TREESPEC_RETRACE_WARNING", "1") not in ("", "0")
+
 
 _FORBIDDEN = {
     "static_argnums": "mark the leaves Static[...] or pass static_flags=",
@@ -150,6 +159,8 @@ class Jitted(Transformed[_P, _R]):
             state.splitter.clear()
             state.compiled.clear()
             state.last_trace = None
+            state.scalar_changes.clear()
+            state.warned_scalars = False
 
     def _caller(self, split: Split) -> Callable[..., Any]:
         state = self._state
@@ -177,24 +188,61 @@ class Jitted(Transformed[_P, _R]):
     def _traced(self, key: Key, *dynamic: Any) -> Any:
         if self._processes is not None:
             self._processes.check(self._splitter.view(key, dynamic))
-        self._state.trace_count += 1
-        if self._explain:
-            self._report_retrace(key, dynamic)
-        return super()._traced(key, *dynamic)
-
-    def _report_retrace(self, key: Key, dynamic: Sequence[Any]) -> None:
-        now = self._splitter.describe(key, dynamic)
+        # Validated first: a call that fails validation is no retrace.
+        checked = self._splitter.validate_call(key, dynamic)
         state = self._state
-        before, state.last_trace = state.last_trace, now
-        if before is None:
+        with state.lock:
+            state.trace_count += 1
+            view = self._splitter.view(key, dynamic)
+            now = describe_view(view)
+            before, state.last_trace = state.last_trace, now
+            if before is not None:
+                if self._explain:
+                    logger.warning(
+                        "%streespec.jit: retracing %s (trace #%d): %s",
+                        log_prefix(),
+                        self.__treespec_spec__.name,
+                        state.trace_count,
+                        "; ".join(describe_retrace(before, now)),
+                    )
+                self._watch_scalars(view, before, now)
+        return self._body(key, dynamic, checked)
+
+    def _watch_scalars(
+        self, view: CallView, before: dict[str, str], now: dict[str, str]
+    ) -> None:
+        """Warn once when unmarked Python scalars keep forcing new traces."""
+        state = self._state
+        if state.warned_scalars:
             return
-        logger.warning(
-            "%streespec.jit: retracing %s (trace #%d): %s",
-            log_prefix(),
-            self.__treespec_spec__.name,
-            self.trace_count,
-            "; ".join(describe_retrace(before, now)),
-        )
+        for info, kind, leaf in view.pairs:
+            if (
+                kind is not Kind.STATIC
+                or not info.source.startswith("default 'infer'")
+                or type(leaf) not in (int, float, complex)
+                or before.get(info.path, now[info.path]) == now[info.path]
+            ):
+                continue
+            changes = state.scalar_changes.get(info.path, 0) + 1
+            state.scalar_changes[info.path] = changes
+            if changes >= RETRACE_WARNING_AFTER and retrace_warnings_enabled():
+                state.warned_scalars = True
+                logger.warning(
+                    "%streespec.jit: %s traced %d times, each time for a new value "
+                    "of the unmarked Python %s at %s (now %r), which the 'infer' "
+                    "default holds static: every new value compiles anew. Mark "
+                    "it Dynamic[%s] (or give it static_flags=False) to trace it "
+                    "instead. (This warning comes once per function; silence it "
+                    "with TREESPEC_RETRACE_WARNING=0 or the 'treespec' logger.)",
+                    log_prefix(),
+                    self.__treespec_spec__.name,
+                    state.trace_count,
+                    type(leaf).__name__,
+                    location(info.argument, info.path),
+                    leaf,
+                    type(leaf).__name__,
+                )
+                return
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         splitter = self._splitter

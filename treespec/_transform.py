@@ -229,9 +229,14 @@ class Transformed(Generic[_P, _R]):
         name = getattr(self._fun, "__qualname__", None) or repr(self._fun)
         return f"<treespec.{self._name} of {name}>"
 
-    def _call_fun(self, key: Key, dynamic: tuple[Any, ...]) -> Any:
-        """Rebuild the call from (key, dynamic), validate it, and run the function."""
-        checked = self._splitter.validate_call(key, dynamic)
+    def _call_fun(self, key: Key, dynamic: tuple[Any, ...], checked: Any = None) -> Any:
+        """Rebuild the call from (key, dynamic), validate it, and run the function.
+
+        `checked`: what `validate_call` returned, when the caller validated
+        the call already.
+        """
+        if checked is None:
+            checked = self._splitter.validate_call(key, dynamic)
         args, kwargs = self._splitter.rebuild(key, dynamic)
         result = self._fun(*args, **kwargs)
         self._splitter.validate_return(result, checked)
@@ -239,7 +244,10 @@ class Transformed(Generic[_P, _R]):
 
     def _traced(self, key: Key, *dynamic: Any) -> Any:
         """The body JAX traces: the call, with non-array outputs set aside."""
-        out = split_output(self._call_fun(key, dynamic))
+        return self._body(key, dynamic, None)
+
+    def _body(self, key: Key, dynamic: tuple[Any, ...], checked: Any) -> Any:
+        out = split_output(self._call_fun(key, dynamic, checked))
         what = self._output_tree
         if what is not None and type(out) is _WithStatic:
             # A tree of output specs cannot describe the aux-only part.
