@@ -6,7 +6,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Issue", "SpecError", "ValidationError", "describe_value", "location"]
+__all__ = [
+    "Issue",
+    "SpecError",
+    "ValidationError",
+    "a_type",
+    "describe_value",
+    "location",
+    "plural",
+]
 
 #: The `argument` name under which a function's return value is checked.
 RETURN = "return"
@@ -17,6 +25,21 @@ def location(argument: str, path: str) -> str:
     if argument == RETURN:
         return f"the return value, at {path}"
     return f"argument {argument}, at {path}"
+
+
+def plural(n: int, word: str) -> str:
+    """`1 entry`, `2 entries`, `1 positional parameter`, `3 problems`."""
+    if n == 1:
+        return f"1 {word}"
+    if word.endswith("y") and word[-2:-1] not in "aeiou":
+        return f"{n} {word[:-1]}ies"
+    return f"{n} {word}s"
+
+
+def a_type(value: Any) -> str:
+    """`a dict`, `an int`: the type of `value` with its article."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 class SpecError(TypeError):
