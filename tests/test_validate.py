@@ -246,7 +246,7 @@ def test_message_anatomy() -> None:
         step(X, W, {**GOOD, "n_layers": "3"})
     err = info.value
     assert isinstance(err, TypeError)
-    assert str(err).splitlines()[0].endswith("step: 1 invalid argument")
+    assert str(err).splitlines()[0].endswith("step: 1 problem in argument cfg")
     (issue,) = err.issues
     assert (issue.loc, issue.expected, issue.got) == (
         "argument cfg, at cfg['n_layers']",
@@ -272,6 +272,22 @@ def test_message_anatomy() -> None:
     printed = "".join(traceback.format_exception(type(err), err, err.__traceback__))
     assert printed.count("Traceback (most recent call last)") == 1, printed
     assert "argument w, at w" in printed
+
+
+def test_message_head_counts_problems_and_where_they_are() -> None:
+    with pytest.raises(ValidationError) as info:
+        step(X, jnp.ones((8, 4)), {**GOOD, "n_layers": "3", "activation": "tanh"})
+    assert str(info.value).splitlines()[0] == "step: 3 problems in 2 arguments"
+
+    @treespec.jit
+    def bad(x: Float[Array, "b n"]) -> Float[Array, "n b"]:
+        return x
+
+    with pytest.raises(ValidationError) as info:
+        bad(X)
+    head = str(info.value).splitlines()[0]
+    assert head.endswith("bad: 1 problem in the return value")
+    assert "argument" not in head
 
 
 def test_validation_runs_once_per_cache_miss(spy: Any) -> None:

@@ -113,10 +113,30 @@ class ValidationError(TypeError):
         self.issues = tuple(issues)
         self.context = context
         head = f"{context}: " if context else ""
-        n = len(self.issues)
-        head += "1 invalid argument" if n == 1 else f"{n} invalid arguments"
+        head += _count(self.issues)
         lines = [head] + ["  " + i.format().replace("\n", "\n  ") for i in self.issues]
         super().__init__("\n".join(lines))
+
+
+def _argument_of(loc: str) -> str | None:
+    """The argument a `location` names (None for the return value or another)."""
+    if loc.startswith("argument ") and ", at " in loc:
+        return loc[len("argument ") : loc.index(", at ")]
+    return None
+
+
+def _count(issues: Sequence[Issue]) -> str:
+    """`1 problem in argument cfg`, `3 problems in 2 arguments`, ..."""
+    arguments = list(dict.fromkeys(filter(None, (_argument_of(i.loc) for i in issues))))
+    places = []
+    if len(arguments) == 1:
+        places.append(f"argument {arguments[0]}")
+    elif arguments:
+        places.append(plural(len(arguments), "argument"))
+    if any(i.loc.startswith("the return value") for i in issues):
+        places.append("the return value")
+    text = plural(len(issues), "problem")
+    return f"{text} in {' and '.join(places)}" if places else text
 
 
 def describe_value(value: Any, limit: int = 40, *, tracer_note: bool = False) -> str:
