@@ -6,6 +6,7 @@ from typing import Any
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import treespec
@@ -46,6 +47,33 @@ def test_callable_entry_is_evaluated_per_leaf() -> None:
         fun, {"x": 1, "y": A, "z": "s"}, _flags=[lambda v: isinstance(v, str), None]
     )
     assert got == {"dic['x']": "dynamic", "dic['y']": "dynamic", "dic['z']": "static"}
+
+
+def test_callable_flag_that_raises_or_returns_a_non_bool_is_a_spec_error() -> None:
+    def f(a, dic) -> Any:
+        return dic
+
+    raising = treespec.jit(f, static_flags=[None, lambda v: v.startswith("s")])
+    with pytest.raises(SpecError) as info:
+        raising(A, {"n": 3})
+    msg = str(info.value)
+    assert msg.startswith(
+        "static_flags[1] (callable) raised AttributeError on the leaf at "
+        "dic['n'] (int 3): 'int' object has no attribute 'startswith'."
+    )
+    assert "must return True or False" in msg
+    assert isinstance(info.value.__cause__, AttributeError)
+
+    answering = treespec.jit(f, static_flags={"dic": lambda v: "yes"})
+    with pytest.raises(SpecError) as info:
+        answering(A, {"n": 3})
+    assert str(info.value) == (
+        "static_flags['dic'] (callable) returned str 'yes' for the leaf at "
+        "dic['n'] (int 3); a callable entry must return True or False."
+    )
+    # NumPy's bool is a bool.
+    numpy_bool = treespec.jit(f, static_flags=[None, lambda v: np.bool_(True)])
+    assert numpy_bool(A, {"n": 3}) == {"n": 3}
 
 
 def test_nested_prefix_tree_with_lists_and_objects() -> None:
