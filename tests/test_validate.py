@@ -160,6 +160,49 @@ def test_structure_problems_all_reported_together() -> None:
     )
 
 
+class NS(TypedDict):
+    n: Static[int]
+    s: Static[str]
+
+
+def test_every_problem_of_a_call_is_reported_at_once() -> None:
+    @treespec.jit
+    def f(x: Dynamic[jax.Array], cfg: NS, y: jax.Array) -> Any:
+        return x
+
+    for call in (
+        lambda: f("abc", {"n": "2"}, jnp.ones(2)),  # positional, x handed whole
+        lambda: f("abc", cfg={"n": "2"}, y=jnp.ones(2)),  # keywords
+    ):
+        with pytest.raises(ValidationError) as info:
+            call()
+        assert str(info.value).splitlines()[0].endswith("f: 3 problems in 2 arguments")
+        x, *cfg = info.value.issues
+        assert (x.loc, x.got) == ("argument x, at x", "str 'abc'")
+        assert x.expected.startswith("an array or Python scalar, since it is traced")
+        assert [i.format() for i in cfg] == [
+            "argument cfg, at cfg['s']: expected required key 's' of NS, "
+            "got nothing (the key is missing)",
+            "argument cfg, at cfg['n']: expected Static[int], got str '2'",
+        ]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="needs Route.diagnose (_routes.py) to call _validate.call_issues",
+)
+def test_a_leaf_jax_refuses_does_not_hide_the_other_problems() -> None:
+    @treespec.jit
+    def f(x: Dynamic[jax.Array], cfg: NS) -> Any:
+        return x
+
+    f(jnp.ones(2), {"n": 1, "s": "a"})  # the plan of this structure exists
+    msgs = _messages(lambda: f("abc", {"n": "2", "s": "a"}))
+    assert len(msgs) == 2
+    assert msgs[0].startswith("argument x, at x: expected an array or Python scalar")
+    assert msgs[1] == "argument cfg, at cfg['n']: expected Static[int], got str '2'"
+
+
 def test_total_false_allows_missing_keys() -> None:
     class Opt(TypedDict, total=False):
         lr: Dynamic[float]

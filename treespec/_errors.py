@@ -11,6 +11,7 @@ __all__ = [
     "SpecError",
     "ValidationError",
     "a_type",
+    "argument_of",
     "describe_value",
     "location",
     "plural",
@@ -118,7 +119,7 @@ class ValidationError(TypeError):
         super().__init__("\n".join(lines))
 
 
-def _argument_of(loc: str) -> str | None:
+def argument_of(loc: str) -> str | None:
     """The argument a `location` names (None for the return value or another)."""
     if loc.startswith("argument ") and ", at " in loc:
         return loc[len("argument ") : loc.index(", at ")]
@@ -127,7 +128,7 @@ def _argument_of(loc: str) -> str | None:
 
 def _count(issues: Sequence[Issue]) -> str:
     """`1 problem in argument cfg`, `3 problems in 2 arguments`, ..."""
-    arguments = list(dict.fromkeys(filter(None, (_argument_of(i.loc) for i in issues))))
+    arguments = list(dict.fromkeys(filter(None, (argument_of(i.loc) for i in issues))))
     places = []
     if len(arguments) == 1:
         places.append(f"argument {arguments[0]}")

@@ -35,6 +35,7 @@ from ._spec import (
     Spec,
     UnionNode,
 )
+from ._validate import first_call_issues
 
 __all__ = ["DEFAULTS", "build_plan", "check_default", "child_items", "walk_value"]
 
@@ -406,4 +407,7 @@ def build_plan(
             f"default='error' and no marker or flag covers "
             f"{', '.join(w.uncovered)} in the call of {spec.name}. {uncovered_fix()}"
         )
-    return Plan(treedef, tuple(w.infos)), w.issues
+    issues = w.issues
+    if check:  # when the call fails, every problem of it, not just its structure
+        issues = first_call_issues(spec, flags, w.infos, args, kwargs, skip, issues)
+    return Plan(treedef, tuple(w.infos)), issues
