@@ -159,6 +159,10 @@ def test_flag_tree_not_a_prefix_names_the_place() -> None:
     with pytest.raises(SpecError, match=r"static_flags\[0\]\['x'\] has 3 entries"):
         resolve(fun, {"x": [1, 2]}, _flags=[{"x": [True, True, True]}, None])
     with pytest.raises(
+        SpecError, match=r"static_flags\[0\]\['x'\] is an int, which has no entry"
+    ):
+        resolve(fun, {"x": {"a": 1}}, _flags=[{"x": 3}, None])
+    with pytest.raises(
         SpecError, match=r"is a dict but the argument at dic\['x'\] is a leaf"
     ):
         resolve(fun, {"x": 1}, _flags=[{"x": {"deeper": True}}, None])

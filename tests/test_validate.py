@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import traceback
 from collections.abc import Callable
@@ -201,6 +202,56 @@ def test_a_leaf_jax_refuses_does_not_hide_the_other_problems() -> None:
     assert len(msgs) == 2
     assert msgs[0].startswith("argument x, at x: expected an array or Python scalar")
     assert msgs[1] == "argument cfg, at cfg['n']: expected Static[int], got str '2'"
+
+
+def test_numpy_integer_at_a_static_int_says_what_came_and_hints_int() -> None:
+    @treespec.jit
+    def f(x: jax.Array, n: Static[int]) -> Any:
+        return x * n
+
+    with pytest.raises(ValidationError) as info:
+        f(jnp.ones(2), np.int64(3))
+    (issue,) = info.value.issues
+    assert (issue.loc, issue.expected, issue.got) == (
+        "argument n, at n",
+        "Static[int]",
+        "numpy.int64 3",
+    )
+    assert issue.hint.startswith(
+        "a NumPy scalar is not a Python int: pass int(...) to hold it static"
+    )
+
+
+def test_list_at_a_dynamic_array_shows_the_values_not_tracers() -> None:
+    @treespec.jit
+    def f(x: Dynamic[jax.Array]) -> Any:
+        return x
+
+    (msg,) = _messages(lambda: f([1, 2]))
+    assert msg == "argument x, at x: expected Dynamic[Array], got list [1, 2]"
+    # Once the structure is known the check runs while tracing: the leaves
+    # then read as arrays, never as `JitTracer(...)`.
+    f(jnp.ones(2))
+    (msg,) = _messages(lambda: f([1, 2]))
+    assert "JitTracer" not in msg and msg.endswith("got list [int32[], int32[]]")
+
+
+def test_non_frozen_dataclass_under_static_hints_frozen() -> None:
+    @dataclasses.dataclass
+    class Opts:
+        depth: int
+
+    @treespec.jit
+    def f(x: jax.Array, opts: Static[Opts]) -> Any:
+        return x
+
+    with pytest.raises(ValidationError) as info:
+        f(jnp.ones(2), Opts(2))
+    (issue,) = info.value.issues
+    assert issue.loc == "argument opts, at opts"
+    assert issue.expected.startswith("a hashable value, since it is static")
+    assert issue.hint.startswith("Opts is a dataclass that is not frozen")
+    assert "@dataclasses.dataclass(frozen=True)" in issue.hint
 
 
 def test_total_false_allows_missing_keys() -> None:

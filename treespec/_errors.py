@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 __all__ = [
     "Issue",
     "SpecError",
@@ -144,8 +146,11 @@ def describe_value(value: Any, limit: int = 40, *, tracer_note: bool = False) ->
     """A short description of a value for messages: `str '3'`, `float32[32,7]`.
 
     Arrays and tracers read alike (a traced call sees only tracers); with
-    `tracer_note`, a tracer says so.
+    `tracer_note`, a tracer says so. A NumPy scalar says what it is
+    (`numpy.int64 3`), and arrays inside a container read as arrays.
     """
+    if isinstance(value, np.generic):
+        return f"numpy.{type(value).__name__} {str(value)[:limit]}"
     shape = getattr(value, "shape", None)
     dtype = getattr(value, "dtype", None)
     if shape is not None and dtype is not None:
@@ -153,7 +158,40 @@ def describe_value(value: Any, limit: int = 40, *, tracer_note: bool = False) ->
         kind = type(value).__name__
         suffix = " (tracer)" if tracer_note and "Tracer" in kind else ""
         return f"{dtype}[{dims}]{suffix}"
-    text = repr(value)
-    if len(text) > limit:
-        text = text[: limit - 3] + "..."
-    return f"{type(value).__name__} {text}"
+    return f"{type(value).__name__} {_brief(value, limit)}"
+
+
+def _brief(value: Any, limit: int) -> str:
+    """`repr`, but arrays (tracers too) inside lists, tuples and dicts read
+    `int32[]`, and the whole is cut at `limit` characters."""
+    parts: list[str] = []
+    _write(value, parts, limit, 0)
+    text = "".join(parts)
+    return text[: limit - 3] + "..." if len(text) > limit else text
+
+
+def _write(value: Any, parts: list[str], limit: int, depth: int) -> None:
+    if sum(map(len, parts)) > limit:
+        return
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        items: list[tuple[str, Any]] = [("", v) for v in value]
+        ends = "[]" if isinstance(value, list) else "()"
+    elif type(value) is dict:
+        items = [(f"{k!r}: ", v) for k, v in value.items()]
+        ends = "{}"
+    else:
+        if hasattr(value, "shape") and hasattr(value, "dtype") and depth:
+            dims = ",".join(str(d) for d in value.shape)
+            parts.append(f"{value.dtype}[{dims}]")
+        else:
+            parts.append(repr(value)[: limit + 1])
+        return
+    parts.append(ends[0])
+    for i, (label, item) in enumerate(items):
+        parts.append((", " if i else "") + label)
+        _write(item, parts, limit, depth + 1)
+        if sum(map(len, parts)) > limit:
+            break
+    if len(items) == 1 and ends == "()":
+        parts.append(",")
+    parts.append(ends[1])

@@ -190,9 +190,24 @@ def check_leaves(
                 location(info.argument, info.path),
                 expected,
                 describe_value(value),
+                _numpy_scalar_fix(info.node, kind, value),
             )
         )
     return issues
+
+
+def _numpy_scalar_fix(node: Node, kind: Kind, value: Any) -> str:
+    """The fix for a NumPy scalar at a static Python scalar annotation."""
+    annotation = getattr(node, "annotation", None)
+    if kind is not Kind.STATIC or not isinstance(value, np.generic):
+        return ""
+    if annotation not in _SCALAR_KINDS:
+        return ""
+    name = annotation.__name__
+    return (
+        f"a NumPy scalar is not a Python {name}: pass {name}(...) to hold it "
+        "static, or mark the leaf Dynamic[...] to trace it"
+    )
 
 
 Pair = tuple[LeafInfo, Kind, Any]
