@@ -6,6 +6,7 @@ from typing import Any
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import treespec
@@ -21,6 +22,9 @@ def fun(dic, other=None):
 
 
 def test_request_example_list_of_dicts() -> None:
+    def fun(dic):  # the request's function: one parameter, one entry
+        return dic
+
     got = resolve(fun, {"x": A, "y": A}, _flags=[dict(x=True, y=False)])
     assert got == {"dic['x']": "static", "dic['y']": "dynamic"}
 
@@ -40,9 +44,36 @@ def test_single_bool_applies_everywhere() -> None:
 
 def test_callable_entry_is_evaluated_per_leaf() -> None:
     got = resolve(
-        fun, {"x": 1, "y": A, "z": "s"}, _flags=[lambda v: isinstance(v, str)]
+        fun, {"x": 1, "y": A, "z": "s"}, _flags=[lambda v: isinstance(v, str), None]
     )
     assert got == {"dic['x']": "dynamic", "dic['y']": "dynamic", "dic['z']": "static"}
+
+
+def test_callable_flag_that_raises_or_returns_a_non_bool_is_a_spec_error() -> None:
+    def f(a, dic) -> Any:
+        return dic
+
+    raising = treespec.jit(f, static_flags=[None, lambda v: v.startswith("s")])
+    with pytest.raises(SpecError) as info:
+        raising(A, {"n": 3})
+    msg = str(info.value)
+    assert msg.startswith(
+        "static_flags[1] (callable) raised AttributeError on the leaf at "
+        "dic['n'] (int 3): 'int' object has no attribute 'startswith'."
+    )
+    assert "must return True or False" in msg
+    assert isinstance(info.value.__cause__, AttributeError)
+
+    answering = treespec.jit(f, static_flags={"dic": lambda v: "yes"})
+    with pytest.raises(SpecError) as info:
+        answering(A, {"n": 3})
+    assert str(info.value) == (
+        "static_flags['dic'] (callable) returned str 'yes' for the leaf at "
+        "dic['n'] (int 3); a callable entry must return True or False."
+    )
+    # NumPy's bool is a bool.
+    numpy_bool = treespec.jit(f, static_flags=[None, lambda v: np.bool_(True)])
+    assert numpy_bool(A, {"n": 3}) == {"n": 3}
 
 
 def test_nested_prefix_tree_with_lists_and_objects() -> None:
@@ -57,7 +88,7 @@ def test_nested_prefix_tree_with_lists_and_objects() -> None:
     got = resolve(
         fun,
         {"p": [1, 2], "q": Arg(A, 3)},
-        _flags=[{"p": [True, False], "q": Flags(False, True)}],
+        _flags=[{"p": [True, False], "q": Flags(False, True)}, None],
     )
     assert got == {
         "dic['p'][0]": "static",
@@ -88,6 +119,28 @@ def test_too_many_entries_is_a_spec_error_at_decoration() -> None:
         treespec.jit(fun, static_flags=[True, False, True])
 
 
+def test_too_few_entries_is_a_spec_error_that_points_to_a_dict() -> None:
+    def f(a, b, c=None, *rest) -> None: ...
+
+    with pytest.raises(SpecError) as info:
+        treespec.jit(f, static_flags=[True])
+    msg = str(info.value)
+    assert msg.startswith("static_flags has 1 entry but ")
+    assert "f takes 3 positional parameters (a, b, c) before *rest." in msg
+    assert "b, c would have none" in msg
+    assert "None lets the hints decide" in msg and "give a dict by name" in msg
+    # Entries beyond the positional parameters go to *rest; a dict names some.
+    treespec.jit(f, static_flags=[True, None, None, False])
+    treespec.jit(f, static_flags={"a": True})
+
+    def g(a) -> None: ...
+
+    with pytest.raises(
+        SpecError, match=r"2 entries but .*g takes 1 positional parameter \(a\)\."
+    ):
+        treespec.jit(g, static_flags=[True, False])
+
+
 def test_unknown_parameter_name() -> None:
     with pytest.raises(
         SpecError, match=r"names \['dik'\].*parameters are \['dic', 'other'\]"
@@ -102,13 +155,17 @@ def test_wrong_container_for_static_flags() -> None:
 
 def test_flag_tree_not_a_prefix_names_the_place() -> None:
     with pytest.raises(SpecError, match=r"static_flags\[0\] has keys \['w'\]"):
-        resolve(fun, {"x": 1}, _flags=[{"w": True}])
+        resolve(fun, {"x": 1}, _flags=[{"w": True}, None])
     with pytest.raises(SpecError, match=r"static_flags\[0\]\['x'\] has 3 entries"):
-        resolve(fun, {"x": [1, 2]}, _flags=[{"x": [True, True, True]}])
+        resolve(fun, {"x": [1, 2]}, _flags=[{"x": [True, True, True]}, None])
+    with pytest.raises(
+        SpecError, match=r"static_flags\[0\]\['x'\] is an int, which has no entry"
+    ):
+        resolve(fun, {"x": {"a": 1}}, _flags=[{"x": 3}, None])
     with pytest.raises(
         SpecError, match=r"is a dict but the argument at dic\['x'\] is a leaf"
     ):
-        resolve(fun, {"x": 1}, _flags=[{"x": {"deeper": True}}])
+        resolve(fun, {"x": 1}, _flags=[{"x": {"deeper": True}}, None])
 
 
 def test_default_error_names_uncovered_leaves() -> None:

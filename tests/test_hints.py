@@ -352,6 +352,43 @@ def test_spec_is_immutable_hashable_and_readable() -> None:
     assert "'n_layers': Static[int]" in tree and "'scale': Dynamic[float]" in tree
 
 
+class _Pair(NamedTuple):
+    k: Static[int]
+    v: jax.Array
+
+
+class _Wide(TypedDict):
+    depth: Static[int]
+    pair: _Pair
+    first_long_field_name: int
+    second_long_field_name: str
+    third_long_field_name: float
+
+
+class _Plain(TypedDict):
+    a: int
+
+
+@dataclasses.dataclass(frozen=True)
+class _Chain:
+    val: Static[int]
+    nxt: _Chain | None
+
+
+def test_spec_repr_shows_the_markers_inside_classes_bounded() -> None:
+    def f(w: _Wide, p: _Plain, c: _Chain, s: Static[_Wide]) -> _Pair: ...
+
+    text = repr(treespec.spec_of(f))
+    assert (
+        "w: _Wide{depth: Static[int], pair: _Pair{k: Static[int], v: Array}, " in text
+    )
+    assert "third_long_field_name" not in text and "...}" in text  # cut
+    assert "p: _Plain, " in text  # no marker below: the name alone
+    assert "c: _Chain{val: Static[int], nxt: _Chain | None}" in text  # recursive
+    assert "s: Static[_Wide])" in text  # one marker covers all
+    assert text.endswith(" -> _Pair{k: Static[int], v: Array})")
+
+
 def test_spec_derived_once_per_function(spy: Any) -> None:
     import treespec._api as api
 

@@ -218,6 +218,37 @@ def test_floats_outside_differentiated_arguments_stay_static(
     assert counter["n"] == 2  # lr is static (retraced), never differentiated
 
 
+def test_grad_has_aux_without_a_pair_says_so() -> None:
+    def no_aux(p: Any) -> Any:
+        return jnp.sum(p["w"] ** 2)
+
+    for transform in (treespec.grad, treespec.value_and_grad):
+        with pytest.raises(ValidationError) as info:
+            transform(no_aux, has_aux=True)(PARAMS)
+        (issue,) = info.value.issues
+        assert issue.loc == "the return value"
+        assert issue.expected == "a (value, aux) pair, since has_aux=True"
+        assert issue.got == "float32[]"
+        assert "drop has_aux=True" in issue.hint
+        assert "no_aux: 1 problem in the return value" in str(info.value)
+    with pytest.raises(ValidationError, match="got tuple of length 3"):
+        treespec.grad(lambda p: (jnp.sum(p["w"]), 1, 2), has_aux=True)(PARAMS)
+
+
+def test_wrt_callable_that_raises_or_returns_a_non_bool_is_a_spec_error() -> None:
+    def shape_of(leaf: Any) -> bool:
+        return bool(leaf.shape[3])
+
+    with pytest.raises(SpecError) as info:
+        treespec.grad(loss, wrt={"w": shape_of})(PARAMS, X, CFG)
+    assert str(info.value).startswith(
+        "wrt (callable) raised IndexError on the leaf at params['w'] (float32[3,3]):"
+    )
+    assert isinstance(info.value.__cause__, IndexError)
+    with pytest.raises(SpecError, match=r"returned NoneType None for the leaf at"):
+        treespec.grad(loss, wrt=lambda leaf: None)(PARAMS, X, CFG)
+
+
 def test_grad_structure_work_runs_once_per_structure(spy: Any) -> None:
     import treespec._grad as grad_module
 

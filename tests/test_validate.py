@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import traceback
 from collections.abc import Callable
@@ -160,6 +161,96 @@ def test_structure_problems_all_reported_together() -> None:
     )
 
 
+class NS(TypedDict):
+    n: Static[int]
+    s: Static[str]
+
+
+def test_every_problem_of_a_call_is_reported_at_once() -> None:
+    @treespec.jit
+    def f(x: Dynamic[jax.Array], cfg: NS, y: jax.Array) -> Any:
+        return x
+
+    for call in (
+        lambda: f("abc", {"n": "2"}, jnp.ones(2)),  # positional, x handed whole
+        lambda: f("abc", cfg={"n": "2"}, y=jnp.ones(2)),  # keywords
+    ):
+        with pytest.raises(ValidationError) as info:
+            call()
+        assert str(info.value).splitlines()[0].endswith("f: 3 problems in 2 arguments")
+        x, *cfg = info.value.issues
+        assert (x.loc, x.got) == ("argument x, at x", "str 'abc'")
+        assert x.expected.startswith("an array or Python scalar, since it is traced")
+        assert [i.format() for i in cfg] == [
+            "argument cfg, at cfg['s']: expected required key 's' of NS, "
+            "got nothing (the key is missing)",
+            "argument cfg, at cfg['n']: expected Static[int], got str '2'",
+        ]
+
+
+def test_a_leaf_jax_refuses_does_not_hide_the_other_problems() -> None:
+    @treespec.jit
+    def f(x: Dynamic[jax.Array], cfg: NS) -> Any:
+        return x
+
+    f(jnp.ones(2), {"n": 1, "s": "a"})  # the plan of this structure exists
+    msgs = _messages(lambda: f("abc", {"n": "2", "s": "a"}))
+    assert len(msgs) == 2
+    assert msgs[0].startswith("argument x, at x: expected an array or Python scalar")
+    assert msgs[1] == "argument cfg, at cfg['n']: expected Static[int], got str '2'"
+
+
+def test_numpy_integer_at_a_static_int_says_what_came_and_hints_int() -> None:
+    @treespec.jit
+    def f(x: jax.Array, n: Static[int]) -> Any:
+        return x * n
+
+    with pytest.raises(ValidationError) as info:
+        f(jnp.ones(2), np.int64(3))
+    (issue,) = info.value.issues
+    assert (issue.loc, issue.expected, issue.got) == (
+        "argument n, at n",
+        "Static[int]",
+        "numpy.int64 3",
+    )
+    assert issue.hint.startswith(
+        "a NumPy scalar is not a Python int: pass int(...) to hold it static"
+    )
+
+
+def test_list_at_a_dynamic_array_shows_the_values_not_tracers() -> None:
+    @treespec.jit
+    def f(x: Dynamic[jax.Array]) -> Any:
+        return x
+
+    (msg,) = _messages(lambda: f([1, 2]))
+    assert msg == "argument x, at x: expected Dynamic[Array], got list [1, 2]"
+    # Once the structure is known the check runs while tracing; the call is
+    # then diagnosed again with the values the caller passed, never with
+    # `JitTracer(...)`s.
+    f(jnp.ones(2))
+    (msg,) = _messages(lambda: f([1, 2]))
+    assert msg == "argument x, at x: expected Dynamic[Array], got list [1, 2]"
+
+
+def test_non_frozen_dataclass_under_static_hints_frozen() -> None:
+    @dataclasses.dataclass
+    class Opts:
+        depth: int
+
+    @treespec.jit
+    def f(x: jax.Array, opts: Static[Opts]) -> Any:
+        return x
+
+    with pytest.raises(ValidationError) as info:
+        f(jnp.ones(2), Opts(2))
+    (issue,) = info.value.issues
+    assert issue.loc == "argument opts, at opts"
+    assert issue.expected.startswith("a hashable value, since it is static")
+    assert issue.hint.startswith("Opts is a dataclass that is not frozen")
+    assert "@dataclasses.dataclass(frozen=True)" in issue.hint
+
+
 def test_total_false_allows_missing_keys() -> None:
     class Opt(TypedDict, total=False):
         lr: Dynamic[float]
@@ -246,7 +337,7 @@ def test_message_anatomy() -> None:
         step(X, W, {**GOOD, "n_layers": "3"})
     err = info.value
     assert isinstance(err, TypeError)
-    assert str(err).splitlines()[0].endswith("step: 1 invalid argument")
+    assert str(err).splitlines()[0].endswith("step: 1 problem in argument cfg")
     (issue,) = err.issues
     assert (issue.loc, issue.expected, issue.got) == (
         "argument cfg, at cfg['n_layers']",
@@ -272,6 +363,22 @@ def test_message_anatomy() -> None:
     printed = "".join(traceback.format_exception(type(err), err, err.__traceback__))
     assert printed.count("Traceback (most recent call last)") == 1, printed
     assert "argument w, at w" in printed
+
+
+def test_message_head_counts_problems_and_where_they_are() -> None:
+    with pytest.raises(ValidationError) as info:
+        step(X, jnp.ones((8, 4)), {**GOOD, "n_layers": "3", "activation": "tanh"})
+    assert str(info.value).splitlines()[0] == "step: 3 problems in 2 arguments"
+
+    @treespec.jit
+    def bad(x: Float[Array, "b n"]) -> Float[Array, "n b"]:
+        return x
+
+    with pytest.raises(ValidationError) as info:
+        bad(X)
+    head = str(info.value).splitlines()[0]
+    assert head.endswith("bad: 1 problem in the return value")
+    assert "argument" not in head
 
 
 def test_validation_runs_once_per_cache_miss(spy: Any) -> None:

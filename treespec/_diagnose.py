@@ -41,9 +41,18 @@ def static_issue(info: LeafInfo, leaf: Any) -> Issue | None:
         )
     if is_hashable(leaf):
         return None
+    fix = unhashable_fix(is_array(leaf))
+    params = getattr(type(leaf), "__dataclass_params__", None)
+    if params is not None and not params.frozen:
+        fix = (
+            f"{type(leaf).__name__} is a dataclass that is not frozen, so it "
+            "cannot be hashed (static leaves are part of the compile-cache "
+            "key): declare it @dataclasses.dataclass(frozen=True), or use "
+            "treespec.dataclass"
+        )
     return Issue(
         loc,
         f"a hashable value, since it is static ({info.source})",
         describe_value(leaf),
-        unhashable_fix(is_array(leaf)),
+        fix,
     )

@@ -6,7 +6,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Issue", "SpecError", "ValidationError", "describe_value", "location"]
+import numpy as np
+
+__all__ = [
+    "Issue",
+    "SpecError",
+    "ValidationError",
+    "a_type",
+    "argument_of",
+    "describe_value",
+    "location",
+    "plural",
+]
 
 #: The `argument` name under which a function's return value is checked.
 RETURN = "return"
@@ -17,6 +28,21 @@ def location(argument: str, path: str) -> str:
     if argument == RETURN:
         return f"the return value, at {path}"
     return f"argument {argument}, at {path}"
+
+
+def plural(n: int, word: str) -> str:
+    """`1 entry`, `2 entries`, `1 positional parameter`, `3 problems`."""
+    if n == 1:
+        return f"1 {word}"
+    if word.endswith("y") and word[-2:-1] not in "aeiou":
+        return f"{n} {word[:-1]}ies"
+    return f"{n} {word}s"
+
+
+def a_type(value: Any) -> str:
+    """`a dict`, `an int`: the type of `value` with its article."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 class SpecError(TypeError):
@@ -90,18 +116,41 @@ class ValidationError(TypeError):
         self.issues = tuple(issues)
         self.context = context
         head = f"{context}: " if context else ""
-        n = len(self.issues)
-        head += "1 invalid argument" if n == 1 else f"{n} invalid arguments"
+        head += _count(self.issues)
         lines = [head] + ["  " + i.format().replace("\n", "\n  ") for i in self.issues]
         super().__init__("\n".join(lines))
+
+
+def argument_of(loc: str) -> str | None:
+    """The argument a `location` names (None for the return value or another)."""
+    if loc.startswith("argument ") and ", at " in loc:
+        return loc[len("argument ") : loc.index(", at ")]
+    return None
+
+
+def _count(issues: Sequence[Issue]) -> str:
+    """`1 problem in argument cfg`, `3 problems in 2 arguments`, ..."""
+    arguments = list(dict.fromkeys(filter(None, (argument_of(i.loc) for i in issues))))
+    places = []
+    if len(arguments) == 1:
+        places.append(f"argument {arguments[0]}")
+    elif arguments:
+        places.append(plural(len(arguments), "argument"))
+    if any(i.loc.startswith("the return value") for i in issues):
+        places.append("the return value")
+    text = plural(len(issues), "problem")
+    return f"{text} in {' and '.join(places)}" if places else text
 
 
 def describe_value(value: Any, limit: int = 40, *, tracer_note: bool = False) -> str:
     """A short description of a value for messages: `str '3'`, `float32[32,7]`.
 
     Arrays and tracers read alike (a traced call sees only tracers); with
-    `tracer_note`, a tracer says so.
+    `tracer_note`, a tracer says so. A NumPy scalar says what it is
+    (`numpy.int64 3`), and arrays inside a container read as arrays.
     """
+    if isinstance(value, np.generic):
+        return f"numpy.{type(value).__name__} {str(value)[:limit]}"
     shape = getattr(value, "shape", None)
     dtype = getattr(value, "dtype", None)
     if shape is not None and dtype is not None:
@@ -109,7 +158,40 @@ def describe_value(value: Any, limit: int = 40, *, tracer_note: bool = False) ->
         kind = type(value).__name__
         suffix = " (tracer)" if tracer_note and "Tracer" in kind else ""
         return f"{dtype}[{dims}]{suffix}"
-    text = repr(value)
-    if len(text) > limit:
-        text = text[: limit - 3] + "..."
-    return f"{type(value).__name__} {text}"
+    return f"{type(value).__name__} {_brief(value, limit)}"
+
+
+def _brief(value: Any, limit: int) -> str:
+    """`repr`, but arrays (tracers too) inside lists, tuples and dicts read
+    `int32[]`, and the whole is cut at `limit` characters."""
+    parts: list[str] = []
+    _write(value, parts, limit, 0)
+    text = "".join(parts)
+    return text[: limit - 3] + "..." if len(text) > limit else text
+
+
+def _write(value: Any, parts: list[str], limit: int, depth: int) -> None:
+    if sum(map(len, parts)) > limit:
+        return
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        items: list[tuple[str, Any]] = [("", v) for v in value]
+        ends = "[]" if isinstance(value, list) else "()"
+    elif type(value) is dict:
+        items = [(f"{k!r}: ", v) for k, v in value.items()]
+        ends = "{}"
+    else:
+        if hasattr(value, "shape") and hasattr(value, "dtype") and depth:
+            dims = ",".join(str(d) for d in value.shape)
+            parts.append(f"{value.dtype}[{dims}]")
+        else:
+            parts.append(repr(value)[: limit + 1])
+        return
+    parts.append(ends[0])
+    for i, (label, item) in enumerate(items):
+        parts.append((", " if i else "") + label)
+        _write(item, parts, limit, depth + 1)
+        if sum(map(len, parts)) > limit:
+            break
+    if len(items) == 1 and ends == "()":
+        parts.append(",")
+    parts.append(ends[1])

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from jax.tree_util import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey
 
-from ._errors import SpecError
+from ._errors import SpecError, a_type, plural
 from ._spec import Spec
 
 __all__ = [
@@ -90,7 +90,7 @@ def prefix_child(
     if isinstance(name, str) and hasattr(prefix, name):
         return getattr(prefix, name)
     raise SpecError(
-        f"{where} is a {type(prefix).__name__}, which has no entry for {name!r}; "
+        f"{where} is {a_type(prefix)}, which has no entry for {name!r}; "
         "give one entry for the whole subtree, or a dict/list/tuple shaped like "
         "the argument."
     )
@@ -127,23 +127,16 @@ def normalize_flags(static_flags: Any, spec: Spec) -> Flags:
         )
     if kind == "sequence":
         positional = spec.positional
+        n = len(static_flags)
+        if n < len(positional) or (n > len(positional) and spec.var_positional is None):
+            raise SpecError(_sequence_length_message(n, spec))
         by_name: dict[str, FlagEntry] = {}
         source: dict[str, str] = {}
-        extra: list[FlagEntry] = []
-        for i, entry in enumerate(static_flags):
-            if i < len(positional):
-                by_name[positional[i].name] = entry
-                source[positional[i].name] = f"static_flags[{i}]"
-            elif spec.var_positional is not None:
-                extra.append(entry)
-            else:
-                raise SpecError(
-                    f"static_flags has {len(static_flags)} entries but {spec.name} "
-                    f"takes {len(positional)} positional parameters "
-                    f"({', '.join(p.name for p in positional) or 'none'}). Give one "
-                    "entry per positional parameter, or a dict keyed by name."
-                )
-        return Flags(by_name=by_name, extra_positional=tuple(extra), source=source)
+        for i, entry in enumerate(static_flags[: len(positional)]):
+            by_name[positional[i].name] = entry
+            source[positional[i].name] = f"static_flags[{i}]"
+        extra = tuple(static_flags[len(positional) :])
+        return Flags(by_name=by_name, extra_positional=extra, source=source)
     if kind == "mapping":
         unknown = [k for k in static_flags if k not in names]
         if unknown:
@@ -160,3 +153,26 @@ def normalize_flags(static_flags: Any, spec: Spec) -> Flags:
         f"per positional parameter, or a dict keyed by parameter name; got "
         f"{type(static_flags).__name__}."
     )
+
+
+def _sequence_length_message(n: int, spec: Spec) -> str:
+    """Why a `static_flags` list does not line up with the positional parameters."""
+    positional = spec.positional
+    names = ", ".join(p.name for p in positional) or "none"
+    takes = f"{spec.name} takes {plural(len(positional), 'positional parameter')}"
+    if spec.var_positional is not None:
+        takes += f" ({names}) before *{spec.var_positional.name}"
+    else:
+        takes += f" ({names})"
+    text = f"static_flags has {plural(n, 'entry')} but {takes}. "
+    if n < len(positional):
+        missing = ", ".join(p.name for p in positional[n:])
+        text += (
+            f"A list gives one entry per positional parameter, and {missing} "
+            "would have none: add an entry for each (None lets the hints "
+            "decide), or, to leave some parameters to their hints, give a dict "
+            f"by name, e.g. static_flags={{{positional[0].name!r}: ...}}."
+        )
+    else:
+        text += "Give one entry per positional parameter, or a dict keyed by name."
+    return text

@@ -10,8 +10,8 @@ import numpy as np
 from typing_extensions import ParamSpec
 
 from ._api import caller_namespace
-from ._errors import SpecError
-from ._plan import Kind, Split
+from ._errors import Issue, SpecError, ValidationError, describe_value
+from ._plan import Kind, Split, ask_callable
 from ._prefix import Entry, broadcast_tree
 from ._routes import key_split
 from ._transform import Transformed, join_output, split_output
@@ -31,6 +31,26 @@ def _inexact(leaf: Any) -> bool:
 
 def _is_wrt_entry(x: Any) -> bool:
     return x is None or isinstance(x, bool) or (callable(x) and not isinstance(x, type))
+
+
+def _check_aux_pair(out: Any, name: str) -> None:
+    """With `has_aux`, the function must return a `(value, aux)` pair."""
+    if isinstance(out, (tuple, list)) and len(out) == 2:
+        return
+    got = describe_value(out)
+    if isinstance(out, (tuple, list)):
+        got = f"{type(out).__name__} of length {len(out)}"
+    raise ValidationError(
+        [
+            Issue(
+                "the return value",
+                "a (value, aux) pair, since has_aux=True",
+                got,
+                "return (value, aux) from the function, or drop has_aux=True",
+            )
+        ],
+        name,
+    )
 
 
 class _Targets:
@@ -153,7 +173,8 @@ class _Grad(Transformed[_P, Any]):
                 continue
             # A callable in `wrt` only ever sees differentiable leaves.
             if callable(want):
-                want = want(dynamic[pos])
+                info = key_split(key).plan.infos[key_split(key).dynamic_idx[pos]]
+                want = ask_callable(want, dynamic[pos], "wrt (callable)", info.path)
             if want is None or want:
                 diff.append((j, k, pos))
 
@@ -163,6 +184,7 @@ class _Grad(Transformed[_P, Any]):
                 current[pos] = value
             out = self._call_fun(key, tuple(current))
             if self._has_aux:
+                _check_aux_pair(out, self.spec.name)
                 return out[0], split_output(out[1])
             return out
 

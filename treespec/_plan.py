@@ -14,11 +14,14 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
+from ._errors import SpecError, describe_value
 from ._markers import Marker
 from ._rules import is_array
 from ._spec import Node
 
-__all__ = ["Kind", "LeafInfo", "Plan", "Split"]
+__all__ = ["Kind", "LeafInfo", "Plan", "Split", "ask_callable", "ask_probe"]
 
 
 #: The resolved kind of one leaf: the same three values as the markers.
@@ -50,8 +53,44 @@ class LeafInfo:
     def resolve(self, value: Any) -> Kind:
         if self.kind is not None:
             return self.kind
-        assert self.probe is not None
-        return Kind.STATIC if self.probe(value) else self.traced_kind
+        return Kind.STATIC if ask_probe(self, value) else self.traced_kind
+
+
+def ask_probe(info: LeafInfo, value: Any) -> bool:
+    """The probe's answer for one leaf; a `SpecError` if it raises or is no bool.
+
+    The probes are treespec's own (the "infer" default) or a callable the user
+    put in `static_flags`; `info.source` names its place there.
+    """
+    assert info.probe is not None
+    return ask_callable(info.probe, value, info.source, info.path)
+
+
+def ask_callable(fn: Callable[[Any], Any], value: Any, where: str, path: str) -> bool:
+    """A user's callable entry (`static_flags`, `wrt`) asked about one leaf.
+
+    `where` names the entry's place (`static_flags[1] (callable)`), `path` the
+    leaf's key path. What it raises, or an answer that is not a bool, becomes
+    a `SpecError` naming both.
+    """
+    try:
+        answer = fn(value)
+    except Exception as exc:
+        raise SpecError(
+            f"{where} raised {type(exc).__name__} on the leaf at {path} "
+            f"({describe_value(value)}): {exc}. A callable entry is called with "
+            "every leaf below its place and must return True or False for each."
+        ) from exc
+    if answer is True or answer is False:
+        return answer
+    if isinstance(answer, np.bool_) or (
+        getattr(answer, "dtype", None) == np.bool_ and np.shape(answer) == ()
+    ):
+        return bool(answer)
+    raise SpecError(
+        f"{where} returned {describe_value(answer)} for the leaf at {path} "
+        f"({describe_value(value)}); a callable entry must return True or False."
+    )
 
 
 #: Probes whose answer depends on the leaf's type only.
@@ -152,10 +191,8 @@ class Plan:
         return self._split_for(leaves)
 
     def _split_for(self, leaves: Sequence[Any]) -> Split:
-        bits = tuple(
-            bool(probe(leaves[i]))  # type: ignore[misc]
-            for i, probe in zip(self.probe_idx, self.probes)
-        )
+        infos = self.infos
+        bits = tuple(ask_probe(infos[i], leaves[i]) for i in self.probe_idx)
         found = self._splits.get(bits)
         if found is not None:
             return found

@@ -12,7 +12,7 @@ from typing import Any
 
 from jax.tree_util import keystr
 
-from ._errors import SpecError
+from ._errors import SpecError, a_type
 from ._flags import key_name, prefix_child
 from ._resolve import child_items
 from ._spec import Spec
@@ -56,7 +56,7 @@ def _broadcast(
         return
     if children is None:
         raise SpecError(
-            f"{where} is a {type(prefix).__name__}, but the argument there is a leaf; "
+            f"{where} is {a_type(prefix)}, but the argument there is a leaf; "
             "give a single entry at that place."
         )
     names = [key_name(k) for k, _ in children]

@@ -17,7 +17,7 @@ from typing import Any
 import jax
 from jax.tree_util import DictKey, GetAttrKey, SequenceKey, keystr
 
-from ._errors import Issue, SpecError, describe_value, location
+from ._errors import Issue, SpecError, a_type, describe_value, location
 from ._flags import FlagEntry, Flags, flag_child, flag_kind, key_name
 from ._hints import _Context, _is_class_backed, parse_annotation
 from ._markers import Marker
@@ -35,6 +35,7 @@ from ._spec import (
     Spec,
     UnionNode,
 )
+from ._validate import first_call_issues
 
 __all__ = ["DEFAULTS", "build_plan", "check_default", "child_items", "walk_value"]
 
@@ -270,7 +271,7 @@ def _leaf(
     kind = flag_kind(flag)
     if kind in ("mapping", "sequence", "object"):
         raise SpecError(
-            f"{flag_src} is a {type(flag).__name__} but the argument at {path} is a "
+            f"{flag_src} is {a_type(flag)} but the argument at {path} is a "
             f"leaf ({describe_value(value)}); give True/False/None or a callable here."
         )
     traced = Kind.DONATE if marker and marker[0] is Marker.DONATE else Kind.DYNAMIC
@@ -434,4 +435,7 @@ def build_plan(
             f"default='error' and no marker or flag covers "
             f"{', '.join(w.uncovered)} in the call of {spec.name}. {uncovered_fix()}"
         )
-    return Plan(treedef, tuple(w.infos)), w.issues
+    issues = w.issues
+    if check:  # when the call fails, every problem of it, not just its structure
+        issues = first_call_issues(spec, flags, w.infos, args, kwargs, skip, issues)
+    return Plan(treedef, tuple(w.infos)), issues

@@ -36,18 +36,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
-from jax.tree_util import keystr
 
-from ._diagnose import static_issue, traced_issue
 from ._errors import Issue, ValidationError
 from ._flags import FlagEntry, Flags
 from ._layout import PROBE_SCALARS, StaticKey, is_sharding
 from ._plan import Kind, Plan, Split, _getter
 from ._prefix import broadcast_call, top_entry
-from ._resolve import build_plan, walk_value
-from ._rules import is_array_like
+from ._resolve import build_plan
 from ._spec import Param, Spec
-from ._validate import Pair
+from ._validate import Pair, call_issues
 
 __all__ = [
     "MAX_STATIC_KEYS",
@@ -199,11 +196,7 @@ class Route:
                 float_args=ctx.float_args,
             )
             if issues:
-                # Report the arguments handed to JAX whole too, not later.
-                found = _in_parameter_order(
-                    [*self._whole_issues(args), *issues], ctx.spec
-                )
-                raise ValidationError(found, ctx.spec.name)
+                raise ValidationError(issues, ctx.spec.name)
             plan.route = self
             if ctx.in_shardings is not None:
                 entries = broadcast_call(
@@ -221,42 +214,6 @@ class Route:
 
     def _known_plan(self, treedef: Any) -> Plan | None:
         return self._plans.get(treedef)
-
-    def _whole_issues(self, args: Any) -> list[Issue]:
-        """Structure issues of the arguments this route hands to JAX whole."""
-        return []
-
-
-def _in_parameter_order(issues: list[Issue], spec: Spec) -> list[Issue]:
-    """Issues sorted by the parameter they are about (stable within one)."""
-    order = [f"argument {p.name}" for p in spec.params]
-
-    def rank(issue: Issue) -> int:
-        for i, prefix in enumerate(order):
-            if issue.loc.startswith(prefix) and issue.loc[len(prefix) :][:1] in (
-                ",",
-                "[",
-            ):
-                return i
-        return len(order)
-
-    return sorted(issues, key=rank)
-
-
-def _leaf_issues(split: Split, leaves: Sequence[Any]) -> list[Issue]:
-    """Static leaves that cannot be static, traced leaves that cannot be traced."""
-    issues = []
-    for i in split.static_idx:
-        issue = static_issue(split.plan.infos[i], leaves[i])
-        if issue is not None:
-            issues.append(issue)
-    for i in split.dynamic_idx:
-        info = split.plan.infos[i]
-        if not is_array_like(leaves[i]):
-            issues.append(
-                traced_issue(info.argument, info.path, leaves[i], info.source)
-            )
-    return issues
 
 
 class PositionalRoute(Route):
@@ -298,22 +255,6 @@ class PositionalRoute(Route):
         #: failed probe on top of the flatten), or when nothing reads probes.
         self.probing = probing
         self._may_probe = probing
-
-    def _whole_issues(self, args: Any) -> list[Issue]:
-        issues: list[Issue] = []
-        by_name = self.ctx.flags.by_name
-        for param, value in zip(self._whole_params, self.get_whole(args)):
-            _, found, _ = walk_value(
-                value,
-                param.node,
-                path=param.name,
-                argument=param.name,
-                flags=by_name.get(param.name),
-                default="dynamic",
-                check=True,
-            )
-            issues.extend(found)
-        return issues
 
     def clear(self) -> None:
         with self._lock:
@@ -420,23 +361,18 @@ class PositionalRoute(Route):
         return (*whole, *(shardings[i] for i in split.dynamic_idx))
 
     def diagnose(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Issue]:
-        issues: list[Issue] = []
-        for param, value in zip(self._whole_params, self.get_whole(args)):
-            for path, leaf in jax.tree_util.tree_flatten_with_path(value)[0]:
-                if not is_array_like(leaf):
-                    issues.append(
-                        traced_issue(
-                            param.name,
-                            param.name + keystr(path),
-                            leaf,
-                            "marker or flag on the whole argument",
-                        )
-                    )
+        by_name = self.ctx.flags.by_name
+        whole = [
+            (param, value, by_name.get(param.name))
+            for param, value in zip(self._whole_params, self.get_whole(args))
+        ]
         leaves, treedef = _flatten(self.get_mixed(args))
         plan = self._known_plan(treedef)
+        pairs: list[Pair] = []
         if plan is not None:
-            issues.extend(_leaf_issues(plan.fixed or plan.split(leaves), leaves))
-        return issues
+            split = plan.fixed or plan.split(leaves)
+            pairs = list(zip(plan.infos, split.kinds, leaves))
+        return call_issues(self.ctx.spec, pairs, whole, check=self.ctx.validate)
 
 
 class CallRoute(Route):
@@ -479,4 +415,6 @@ class CallRoute(Route):
         plan = self._known_plan(treedef)
         if plan is None:
             return []
-        return _leaf_issues(plan.fixed or plan.split(leaves), leaves)
+        split = plan.fixed or plan.split(leaves)
+        pairs = list(zip(plan.infos, split.kinds, leaves))
+        return call_issues(self.ctx.spec, pairs, check=self.ctx.validate)

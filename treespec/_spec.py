@@ -269,8 +269,8 @@ class Spec:
         return None
 
     def __repr__(self) -> str:
-        parts = [f"{p.display}: {p.node.text or 'Any'}" for p in self.params]
-        ret = f" -> {self.returns.text}" if self.returns.text else ""
+        parts = [f"{p.display}: {_inline(p.node)}" for p in self.params]
+        ret = f" -> {_inline(self.returns)}" if self.returns.text else ""
         return f"Spec({self.name}({', '.join(parts)}){ret})"
 
     def tree(self) -> str:
@@ -281,6 +281,58 @@ class Spec:
         if not isinstance(self.returns, AnyNode) or self.returns.text:
             _tree_lines("return", self.returns, 1, lines, set())
         return "\n".join(lines)
+
+
+#: How far `Spec.__repr__` opens classes inside classes, and how long the
+#: fields of one class may read before the rest are left out as `...`.
+_INLINE_DEPTH = 3
+_INLINE_WIDTH = 100
+
+
+def _inline(node: Node, depth: int = 0, seen: frozenset[int] = frozenset()) -> str:
+    """An annotation on one line, with the markers inside its classes.
+
+    A dataclass, NamedTuple or TypedDict with a marker somewhere below reads
+    `Config{n_layers: Static[int], scale: Dynamic[float]}`; a recursive class
+    is opened once, and the fields are cut at `_INLINE_WIDTH` characters and
+    `_INLINE_DEPTH` levels.
+    """
+    text = node.text or "Any"
+    if (
+        not isinstance(node, _ClassBacked)
+        or node.marker is not None  # the marker covers everything below
+        or id(node.body) in seen
+        or depth >= _INLINE_DEPTH
+        or not node.body.fields
+        or not _marked_below(node, frozenset())
+    ):
+        return text
+    seen = seen | {id(node.body)}
+    fields: list[str] = []
+    width = 0
+    for name, child in node.body.fields.items():
+        field = f"{name}: {_inline(child, depth + 1, seen)}"
+        width += len(field) + 2
+        if fields and width > _INLINE_WIDTH:
+            fields.append("...")
+            break
+        fields.append(field)
+    return f"{text}{{{', '.join(fields)}}}"
+
+
+def _marked_below(node: Node, seen: frozenset[int]) -> bool:
+    """Whether a marker is written anywhere below `node` (recursion cut)."""
+    for _, child in node.children():
+        if child.marker is not None:
+            return True
+        if isinstance(child, _ClassBacked):
+            if id(child.body) in seen:
+                continue
+            if _marked_below(child, seen | {id(child.body)}):
+                return True
+        elif _marked_below(child, seen):
+            return True
+    return False
 
 
 def _tree_lines(

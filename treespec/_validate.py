@@ -11,27 +11,31 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
 from beartype.door import is_bearable
 
-from ._errors import Issue, ValidationError, describe_value, location
+from ._errors import Issue, ValidationError, argument_of, describe_value, location
+from ._flags import Flags
 from ._hints import _is_jaxtyping_array
 from ._plan import Kind, LeafInfo
-from ._rules import is_array
-from ._spec import AnyNode, LeafNode, Node, NoneNode, Spec, UnionNode
+from ._rules import is_array, is_array_like
+from ._spec import AnyNode, LeafNode, Node, NoneNode, Param, Spec, UnionNode
 
 if TYPE_CHECKING:
     from ._routes import CallView
 
 __all__ = [
     "Bindings",
+    "Whole",
+    "call_issues",
     "check_call",
     "check_leaves",
     "check_view",
+    "first_call_issues",
     "jaxtyping_context",
     "pairs_of",
     "return_pairs",
@@ -186,12 +190,29 @@ def check_leaves(
                 location(info.argument, info.path),
                 expected,
                 describe_value(value),
+                _numpy_scalar_fix(info.node, kind, value),
             )
         )
     return issues
 
 
+def _numpy_scalar_fix(node: Node, kind: Kind, value: Any) -> str:
+    """The fix for a NumPy scalar at a static Python scalar annotation."""
+    annotation = getattr(node, "annotation", None)
+    if kind is not Kind.STATIC or not isinstance(value, np.generic):
+        return ""
+    if annotation not in _SCALAR_KINDS:
+        return ""
+    name = annotation.__name__
+    return (
+        f"a NumPy scalar is not a Python {name}: pass {name}(...) to hold it "
+        "static, or mark the leaf Dynamic[...] to trace it"
+    )
+
+
 Pair = tuple[LeafInfo, Kind, Any]
+#: An argument handed to JAX whole: its parameter, its value, its flag entry.
+Whole = tuple[Param, Any, Any]
 
 
 def pairs_of(infos: Sequence[LeafInfo], leaves: Sequence[Any]) -> list[Pair]:
@@ -213,20 +234,16 @@ def check_call(arguments: Sequence[Pair], returned: Sequence[Pair] = ()) -> list
     return issues
 
 
-def check_view(spec: Spec, view: CallView) -> list[Pair]:
-    """Validate one call from its route's view; its pairs, for checking the return.
-
-    Checks the structure of the arguments handed to JAX whole (their flag
-    entry wins over the markers below, as in the split), every static leaf
-    against its type (beartype), every traced leaf's shape and dtype
-    (jaxtyping), with dimension names bound across all arguments. Raises
-    `ValidationError` naming every problem found.
-    """
+def _whole_and_sorted(
+    spec: Spec, pairs: Sequence[Pair], whole: Sequence[Whole]
+) -> tuple[list[Issue], list[Pair]]:
+    """The structure issues of the arguments handed over whole, and every pair
+    of the call (theirs too) in parameter order."""
     from ._resolve import walk_value
 
     issues: list[Issue] = []
-    pairs: list[Pair] = []
-    for param, value, flag in view.whole:
+    every: list[Pair] = []
+    for param, value, flag in whole:
         infos, found, _ = walk_value(
             value,
             param.node,
@@ -237,10 +254,127 @@ def check_view(spec: Spec, view: CallView) -> list[Pair]:
             check=True,
         )
         issues.extend(found)
-        pairs.extend(pairs_of(infos, jax.tree_util.tree_leaves(value)))
-    pairs.extend(view.pairs)
+        every.extend(pairs_of(infos, jax.tree_util.tree_leaves(value)))
+    every.extend(pairs)
+    order = _param_order(spec)
+    every.sort(key=lambda pair: order(pair[0].argument))
+    return issues, every
+
+
+def _param_order(spec: Spec) -> Callable[[str], int]:
+    """Sort key of an argument name (`cfg`, `rest[0]`): its parameter's position."""
     order = {p.name: i for i, p in enumerate(spec.params)}
-    pairs.sort(key=lambda pair: order.get(pair[0].argument.split("[")[0], len(order)))
+    return lambda argument: order.get(argument.split("[")[0], len(order))
+
+
+def call_issues(
+    spec: Spec,
+    pairs: Sequence[Pair],
+    whole: Sequence[Whole] = (),
+    structure: Sequence[Issue] = (),
+    *,
+    check: bool = True,
+) -> list[Issue]:
+    """Every problem of one call at once, grouped by argument in parameter order.
+
+    `pairs` are the flattened leaves with their infos and kinds (as a route's
+    `CallView.pairs`), `whole` the arguments handed to JAX whole with their
+    flag entries (`CallView.whole`), `structure` the structure issues already
+    found (`build_plan`'s). Adds the structure issues of `whole`, each leaf
+    checked against its annotation (as `check_view` does while tracing), and
+    the leaves JAX would refuse (an unhashable static leaf, a non-array traced
+    one) that no other issue names. For a call that fails before it is traced
+    (a route's `diagnose`), with the values the caller passed. With `check`
+    False (validation off), only the leaves JAX would refuse.
+    """
+    from ._resolve import walk_value
+
+    if not check:
+        every = [*pairs]
+        for param, value, flag in whole:
+            infos, _, _ = walk_value(
+                value,
+                param.node,
+                path=param.name,
+                argument=param.name,
+                flags=flag,
+                default="dynamic",
+                check=False,
+            )
+            every.extend(pairs_of(infos, jax.tree_util.tree_leaves(value)))
+        return _every_issue(spec, list(structure), every, check=False)
+    found, every = _whole_and_sorted(spec, pairs, whole)
+    return _every_issue(spec, [*structure, *found], every)
+
+
+def _every_issue(
+    spec: Spec, issues: list[Issue], every: Sequence[Pair], *, check: bool = True
+) -> list[Issue]:
+    from ._diagnose import static_issue, traced_issue
+
+    # What JAX would refuse first: those issues say why, with a fix, and
+    # replace the type check's at the same leaf.
+    refused: dict[str, Issue] = {}
+    for info, kind, value in every:
+        if kind is Kind.STATIC:
+            issue = static_issue(info, value)
+        elif not is_array_like(value):
+            issue = traced_issue(info.argument, info.path, value, info.source)
+        else:
+            issue = None
+        if issue is not None:
+            refused.setdefault(issue.loc, issue)
+    if check:
+        issues.extend(i for i in check_call(every) if i.loc not in refused)
+    issues.extend(refused.values())
+    order = _param_order(spec)
+    issues.sort(key=lambda issue: order(argument_of(issue.loc) or ""))
+    return issues
+
+
+def first_call_issues(
+    spec: Spec,
+    flags: Flags,
+    infos: Sequence[LeafInfo],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    skip: frozenset[int],
+    structure: Sequence[Issue],
+) -> list[Issue]:
+    """What `build_plan` reports for the call it walked: nothing if `structure`
+    is empty and the arguments in `skip` (handed to JAX whole) have the right
+    structure; otherwise every problem of the call (`call_issues`).
+
+    `infos` are the leaves of the walk, in its order: the positional arguments
+    not in `skip`, then the keywords by name.
+    """
+    positional = spec.positional
+    whole = [
+        (positional[i], args[i], flags.by_name.get(positional[i].name))
+        for i in sorted(skip)
+        if i < len(args)
+    ]
+    found, whole_pairs = _whole_and_sorted(spec, (), whole)
+    if not structure and not found:
+        return []  # the usual case: the leaves are checked while tracing
+    walked = [v for i, v in enumerate(args) if i not in skip]
+    walked += [kwargs[k] for k in sorted(kwargs)]
+    every = [*whole_pairs, *pairs_of(infos, jax.tree_util.tree_leaves(walked))]
+    order = _param_order(spec)
+    every.sort(key=lambda pair: order(pair[0].argument))
+    return _every_issue(spec, [*structure, *found], every)
+
+
+def check_view(spec: Spec, view: CallView) -> list[Pair]:
+    """Validate one call from its route's view; its pairs, for checking the return.
+
+    Checks the structure of the arguments handed to JAX whole (their flag
+    entry wins over the markers below, as in the split), every static leaf
+    against its type (beartype), every traced leaf's shape and dtype
+    (jaxtyping), with dimension names bound across all arguments. Raises
+    `ValidationError` naming every problem found.
+    """
+    issues, pairs = _whole_and_sorted(spec, view.pairs, view.whole)
     issues.extend(check_call(pairs))
     if issues:
         raise ValidationError(issues, spec.name)
