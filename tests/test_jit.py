@@ -687,3 +687,32 @@ def test_a_call_that_fails_validation_is_no_retrace(
     (record,) = caplog.records
     assert "n: 2 (int) -> 4 (int)" in record.getMessage()
     assert f.trace_count == 2
+
+
+def test_lowered_compile_forwards_jax_keywords() -> None:
+    f = treespec.jit(lambda x: x * 2)
+    lowered = f.lower(jnp.ones(1))
+    with pytest.raises(Exception, match="no_such_option_xyz"):
+        lowered.compile(compiler_options={"no_such_option_xyz": True})
+    compiled = lowered.compile(compiler_options={"xla_embed_ir_in_executable": True})
+    np.testing.assert_allclose(compiled(jnp.ones(1)), 2.0)
+
+
+def test_deepcopy_gives_a_working_copy_and_pickling_says_why_not(
+    counter: dict[str, int],
+) -> None:
+    import copy
+    import pickle
+
+    def f(x: jax.Array, n: Static[int]) -> jax.Array:
+        counter["n"] += 1
+        return x * n
+
+    jitted = treespec.jit(f)
+    jitted(jnp.ones(1), 2)
+    for clone in (copy.deepcopy(jitted), copy.copy(jitted)):
+        np.testing.assert_allclose(clone(jnp.ones(1), 2), 2.0)
+        np.testing.assert_allclose(clone(jnp.ones(1), 3), 3.0)
+    assert counter["n"] == 2  # the copies share the function's cache
+    with pytest.raises(TypeError, match=r"cannot be pickled.*pickle the function"):
+        pickle.dumps(jitted)

@@ -295,6 +295,40 @@ def test_vmap_matches_jax_and_never_maps_static_leaves() -> None:
     _close(out, jax.vmap(lambda x: step(x, CFG), in_axes=1)(xs))
 
 
+def test_vmap_callable_out_axes_match_equinox() -> None:
+    def f(x: jax.Array) -> Any:
+        return {"y": x * 2, "c": jnp.ones(3), "name": "layer", "k": 3}
+
+    x = jnp.arange(4.0)
+    ours = treespec.vmap(f, out_axes=eqx.if_array(0))(x)
+    theirs = eqx.filter_vmap(f, out_axes=eqx.if_array(0))(x)
+    assert ours["name"] == "layer" and ours["k"] == 3  # non-arrays as they came
+    for key in ("y", "c"):
+        np.testing.assert_allclose(ours[key], theirs[key])
+
+    # A prefix tree of callables and axes: per leaf, moved where asked.
+    def g(x: jax.Array) -> Any:
+        return x * jnp.ones(2), jnp.ones(())
+
+    spec = (lambda leaf: 1, None)
+    got = treespec.vmap(g, out_axes=spec)(x)
+    want = eqx.filter_vmap(g, out_axes=spec)(x)
+    assert got[0].shape == want[0].shape == (2, 4) and got[1].shape == ()
+    np.testing.assert_allclose(got[0], want[0])
+    with pytest.raises(SpecError, match=r"out_axes.*returned str"):
+        treespec.vmap(g, out_axes=lambda leaf: "zero")(x)
+
+
+def test_pmap_callable_out_axes() -> None:
+    f = treespec.pmap(
+        lambda x: {"y": x * 2, "n": "hi", "c": jnp.ones(())},
+        out_axes={"y": eqx.if_array(0), "n": None, "c": None},
+    )
+    for _ in range(2):  # the second call reuses the compiled function
+        out = f(jnp.arange(1.0))
+        assert out["n"] == "hi" and out["c"].shape == () and out["y"].shape == (1,)
+
+
 def test_vmap_callable_in_axes_and_prefix_trees() -> None:
     def f(p: dict[str, jax.Array], k: Static[int]) -> jax.Array:
         return p["a"] * k + p["b"]

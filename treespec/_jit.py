@@ -143,6 +143,9 @@ class Jitted(Transformed[_P, _R]):
         self._splitter = state.splitter
         self._state = state
 
+    def _copied_from(self, other: Transformed[Any, Any]) -> None:
+        self._state.attach(self)
+
     @property
     def trace_count(self) -> int:
         """How often this function traced (shared by equal wrappers of it)."""
@@ -302,9 +305,15 @@ class Lowered:
         """The lowered module as text (StableHLO)."""
         return str(self._lowered.as_text())
 
-    def compile(self) -> Compiled:
-        """Compile; the result is called with the same arguments as the function."""
-        return Compiled(self._lowered.compile(), self._splitter, self._key)
+    def compile(self, *args: Any, **kwargs: Any) -> Compiled:
+        """Compile; the result is called with the same arguments as the function.
+
+        Arguments are those of `jax.stages.Lowered.compile`
+        (`compiler_options=...`, ...), passed on as they are.
+        """
+        return Compiled(
+            self._lowered.compile(*args, **kwargs), self._splitter, self._key
+        )
 
 
 class Compiled:

@@ -229,6 +229,28 @@ class Transformed(Generic[_P, _R]):
         name = getattr(self._fun, "__qualname__", None) or repr(self._fun)
         return f"<treespec.{self._name} of {name}>"
 
+    def __copy__(self) -> Self:
+        """Another wrapper of the same function with the same options."""
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new._copied_from(self)
+        return new
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Self:
+        # As `copy.deepcopy` treats functions: the function itself is shared,
+        # and with it (for jit) the compile cache.
+        return self.__copy__()
+
+    def _copied_from(self, other: Transformed[Any, Any]) -> None:
+        """Set up a copy (see `__copy__`)."""
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError(
+            f"{self!r} cannot be pickled, as jax.jit's functions cannot: pickle "
+            f"the function itself, and apply treespec.{self._name} again after "
+            "loading it."
+        )
+
     def _call_fun(self, key: Key, dynamic: tuple[Any, ...], checked: Any = None) -> Any:
         """Rebuild the call from (key, dynamic), validate it, and run the function.
 

@@ -7,15 +7,17 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from typing_extensions import ParamSpec
 
 from ._api import caller_namespace
 from ._errors import Issue, SpecError, ValidationError, describe_value, location
+from ._partition import combine
 from ._plan import Kind, Split
-from ._prefix import Entry, broadcast_call
+from ._prefix import Entry, broadcast_call, broadcast_tree
 from ._routes import Key
-from ._transform import Transformed, join_output
+from ._transform import Transformed, _WithStatic, join_output
 
 __all__ = ["pmap", "vmap"]
 
@@ -100,10 +102,17 @@ class _AxisMapped(Transformed[_P, _R]):
         # Prefix trees (in_axes, in_specs) follow the call as written.
         super().__init__(fun, bind_calls=False, **kw)
         self._in_axes = in_axes
-        self._jax_kwargs = jax_kwargs
         self._entries: dict[Split, list[Entry]] = {}
-        if not isinstance(jax_kwargs.get("out_axes", 0), (int, type(None))):
+        out_axes = jax_kwargs.get("out_axes", 0)
+        #: `out_axes` with callables in it (`eqx.if_array(0)`): chosen per
+        #: output leaf while tracing, see `_OutAxes`.
+        self._out_axes: _OutAxes | None = None
+        if _has_callable(out_axes):
+            self._out_axes = _OutAxes(out_axes)
+            jax_kwargs = {**jax_kwargs, "out_axes": (0, None)}
+        elif not isinstance(out_axes, (int, type(None))):
             self._output_tree = "out_axes"
+        self._jax_kwargs = jax_kwargs
 
     def _cache_options(self) -> tuple[Any, ...]:
         return (*super()._cache_options(), self._in_axes, self._jax_kwargs)
@@ -123,17 +132,83 @@ class _AxisMapped(Transformed[_P, _R]):
         return _resolve_axes(self, split, entries, dynamic)
 
 
+def _has_callable(out_axes: Any) -> bool:
+    leaves = jax.tree_util.tree_leaves(out_axes, is_leaf=callable)
+    return any(callable(leaf) for leaf in leaves)
+
+
+def _is_out_entry(x: Any) -> bool:
+    return x is None or isinstance(x, int) or callable(x)
+
+
+class _OutAxes:
+    """`out_axes` holding callables (`leaf -> axis or None`), as Equinox takes.
+
+    JAX needs the output axes before the output exists, so the traced body
+    returns two groups, `(mapped, unmapped)` with `out_axes=(0, None)`: each
+    output leaf goes to the group its axis says (the callables see the traced
+    leaves), and `join` puts them back in place, moving each mapped leaf's
+    axis where it was asked for. Non-array outputs stay Python objects.
+    """
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+
+    def split(self, out: Any, record: dict[str, Any]) -> tuple[Any, Any]:
+        static = out.static if type(out) is _WithStatic else None
+        dynamic = out.dynamic if type(out) is _WithStatic else out
+        leaves, treedef = jax.tree_util.tree_flatten(dynamic)
+        entries = broadcast_tree(self.spec, dynamic, _is_out_entry, "out_axes")
+        axes = []
+        for entry, leaf in zip(entries, leaves):
+            axis = entry.value(leaf) if callable(entry.value) else entry.value
+            if axis is not None and not isinstance(axis, int):
+                raise SpecError(
+                    f"{entry.where} (callable) returned {type(axis).__name__} "
+                    f"{axis!r}; an out_axes callable returns an int or None."
+                )
+            axes.append(axis)
+        record.update(treedef=treedef, axes=axes, static=static)
+        mapped = tuple(leaf for leaf, a in zip(leaves, axes) if a is not None)
+        unmapped = tuple(leaf for leaf, a in zip(leaves, axes) if a is None)
+        return mapped, unmapped
+
+    @staticmethod
+    def join(groups: tuple[Any, Any], record: dict[str, Any]) -> Any:
+        mapped, unmapped = iter(groups[0]), iter(groups[1])
+        leaves = []
+        for axis in record["axes"]:
+            if axis is None:
+                leaves.append(next(unmapped))
+            else:
+                leaf = next(mapped)
+                leaves.append(leaf if axis == 0 else jnp.moveaxis(leaf, 0, axis))
+        dynamic = jax.tree_util.tree_unflatten(record["treedef"], leaves)
+        static = record["static"]
+        return dynamic if static is None else combine(dynamic, static)
+
+
 class _VMapped(_AxisMapped[_P, _R]):
     _name = "vmap"
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         key, dynamic = self._splitter.split_call(args, kwargs)
         axes = self._axes(key[0], dynamic, args, kwargs)
+        out_axes = self._out_axes
+        if out_axes is None:
 
-        def body(*leaves: Any) -> Any:
-            return self._traced(key, *leaves)
+            def body(*leaves: Any) -> Any:
+                return self._traced(key, *leaves)
 
-        return join_output(jax.vmap(body, in_axes=axes, **self._jax_kwargs)(*dynamic))  # type: ignore[no-any-return]
+            mapped = jax.vmap(body, in_axes=axes, **self._jax_kwargs)
+            return join_output(mapped(*dynamic))  # type: ignore[no-any-return]
+        record: dict[str, Any] = {}
+
+        def grouped(*leaves: Any) -> Any:
+            return out_axes.split(self._traced(key, *leaves), record)
+
+        groups = jax.vmap(grouped, in_axes=axes, **self._jax_kwargs)(*dynamic)
+        return out_axes.join(groups, record)  # type: ignore[no-any-return]
 
 
 def vmap(
@@ -200,6 +275,7 @@ class _PMapped(_AxisMapped[_P, _R]):
     def __init__(self, fun: Callable[_P, _R], **kw: Any) -> None:
         super().__init__(fun, **kw)
         self._compiled: dict[tuple[Any, ...], Callable[..., Any]] = {}
+        self._records: dict[Key, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
     def _compiled_for(self, split: Split, axes: tuple[Any, ...]) -> Callable[..., Any]:
@@ -210,7 +286,7 @@ class _PMapped(_AxisMapped[_P, _R]):
                 compiled = self._compiled.setdefault(
                     config,
                     jax.pmap(
-                        self._traced,
+                        self._traced if self._out_axes is None else self._grouped,
                         static_broadcasted_argnums=0,
                         in_axes=(None, *axes),
                         donate_argnums=config[0],
@@ -219,11 +295,21 @@ class _PMapped(_AxisMapped[_P, _R]):
                 )
         return compiled
 
+    def _grouped(self, key: Key, *leaves: Any) -> Any:
+        """The traced body with callable `out_axes`: the output in two groups,
+        the axes recorded per key (pmap traces once per key)."""
+        assert self._out_axes is not None
+        record = self._records.setdefault(key, {})
+        return self._out_axes.split(self._traced(key, *leaves), record)
+
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         key: Key
         key, dynamic = self._splitter.split_call(args, kwargs)
         axes = self._axes(key[0], dynamic, args, kwargs)
-        return join_output(self._compiled_for(key[0], axes)(key, *dynamic))  # type: ignore[no-any-return]
+        out = self._compiled_for(key[0], axes)(key, *dynamic)
+        if self._out_axes is not None:
+            return self._out_axes.join(out, self._records[key])  # type: ignore[no-any-return]
+        return join_output(out)  # type: ignore[no-any-return]
 
 
 def pmap(
