@@ -1,9 +1,9 @@
 """treespec quickstart: train a 2-layer MLP with a typed, partly static config.
 
-The config is a TypedDict whose fields are `Static`: they are compile-time
-constants (the number of hidden units, the activation, the learning rate), so
-changing one recompiles. The parameters are `Dynamic`: traced, so new values
-never recompile. Run: python examples/quickstart.py
+The config is a TypedDict. Its `Static` fields are compile-time constants (the
+number of hidden units, the activation), so changing one recompiles. The
+learning rate is `Dynamic`: traced like the parameters, so a schedule never
+recompiles. Run: python examples/quickstart.py
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from treespec import Dynamic, Static
 class Config(TypedDict):
     hidden: Static[int]
     activation: Static[str]
-    learning_rate: Static[float]
+    learning_rate: Dynamic[float]  # traced: a new value does not recompile
 
 
 Params = dict[str, Float[Array, "..."]]
@@ -83,11 +83,18 @@ def main() -> None:
             first = first if first is not None else float(loss)
     assert float(loss) < first, "the loss should go down"
 
-    print("\nChanging a static field recompiles, and treespec says why:")
-    cfg = {**cfg, "learning_rate": 0.05}
+    print(f"\nTraced {step.trace_count} time(s) so far.")
+    cfg = {**cfg, "learning_rate": 0.05}  # Dynamic: no new trace
     for _ in range(50):
         params, loss = step(params, x, y, cfg)
     print(f"50 more steps at learning_rate 0.05: loss {float(loss):.5f}")
+    print(f"Still {step.trace_count} trace(s): the learning rate is traced.")
+
+    print("\nChanging a static field recompiles, and treespec says why:")
+    cfg = {**cfg, "activation": "gelu"}
+    for _ in range(50):
+        params, loss = step(params, x, y, cfg)
+    print(f"50 more steps with gelu: loss {float(loss):.5f}")
 
 
 if __name__ == "__main__":

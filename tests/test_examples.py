@@ -42,7 +42,9 @@ def test_quickstart_trains_and_explains() -> None:
     losses = [float(m) for m in re.findall(r"loss (\d+\.\d+)", out)]
     assert losses[0] > 10 * losses[-2]
     assert "cfg['hidden']" in out and "Static on Config['hidden']" in out
-    assert "cfg['learning_rate']: 0.1 (float) -> 0.05 (float)" in out
+    assert "Traced 1 time(s) so far." in out and "Still 1 trace(s)" in out
+    assert "cfg['activation']: 'tanh' (str) -> 'gelu' (str)" in out
+    assert "learning_rate']: 0.1" not in out  # traced: never a retrace
 
 
 def test_docstring_examples_run() -> None:
