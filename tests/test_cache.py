@@ -10,6 +10,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import treespec
 from treespec import Static
@@ -51,24 +52,49 @@ def test_inline_jit_of_grad_and_grad_of_jit_trace_once(counter: dict[str, int]) 
     assert counter["n"] == 1  # another inner transform: another cache
 
 
-class Model(eqx.Module):
-    w: jax.Array
-    traces: Any = eqx.field(static=True)
-
-    def scaled(self, k: Static[float]) -> jax.Array:
-        self.traces["n"] += 1
-        return self.w * k
+_TRACES = {"n": 0}
 
 
-def test_a_bound_method_jitted_afresh_each_call_traces_once() -> None:
-    traces = {"n": 0}
-    m = Model(jnp.ones(2), traces)
-    for _ in range(3):
-        np.testing.assert_allclose(treespec.jit(m.scaled)(2.0), 2.0)
-    assert traces["n"] == 1
-    other = Model(jnp.zeros(2), traces)  # another instance: its own cache
-    np.testing.assert_allclose(treespec.jit(other.scaled)(2.0), 0.0)
-    assert traces["n"] == 2
+class Counter(eqx.Module):
+    increment: Any  # "infer" by value: a Python int static, an array traced
+
+    def add(self, y: jax.Array) -> jax.Array:
+        _TRACES["n"] += 1
+        return y + self.increment
+
+
+@pytest.mark.parametrize("afresh", [True, False])
+def test_a_method_jitted_afresh_each_call_traces_once_per_structure(
+    afresh: bool,
+) -> None:
+    # The equivalent of Equinox's filter_jit method test: the instance is an
+    # argument (its arrays traced, its Python ints static), so instances of
+    # one structure share a trace, however the method is jitted.
+    class Decorated(Counter):
+        @treespec.jit
+        def add_jitted(self, y: jax.Array) -> jax.Array:
+            return self.add(y)
+
+    def run(m: Any) -> Any:
+        if afresh:
+            return treespec.jit(m.add)(jnp.ones(1))
+        return m.add_jitted(jnp.ones(1))
+
+    _TRACES["n"] = 0
+    make = Decorated
+    m = make(1)
+    np.testing.assert_allclose(run(m), 2.0)
+    np.testing.assert_allclose(run(m), 2.0)
+    assert _TRACES["n"] == 1
+    n = make(2)  # another static int: another trace
+    np.testing.assert_allclose(run(n), 3.0)
+    np.testing.assert_allclose(run(n), 3.0)
+    assert _TRACES["n"] == 2
+    o, p = make(jnp.array([5.0])), make(jnp.array([6.0]))  # arrays: traced
+    np.testing.assert_allclose(run(o), 6.0)
+    assert _TRACES["n"] == 3
+    np.testing.assert_allclose(run(p), 7.0)
+    assert _TRACES["n"] == 3
 
 
 def test_no_function_is_kept_alive_by_having_been_jitted() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -344,6 +345,21 @@ class Compiled:
         return str(self._compiled.as_text())
 
 
+def _unbind(fun: Any, static_flags: Any) -> tuple[Any, Any, Any] | None:
+    """`(function, instance, flags for the function)` of a bound method."""
+    # `types.MethodType`, and method objects like Equinox's bound methods.
+    func = getattr(fun, "__func__", None)
+    instance = getattr(fun, "__self__", None)
+    if instance is None or isinstance(instance, type) or not inspect.isfunction(func):
+        return None
+    if static_flags is None or isinstance(static_flags, Mapping):
+        return func, instance, static_flags
+    if isinstance(static_flags, (list, tuple)) and not hasattr(static_flags, "_fields"):
+        return func, instance, [None, *static_flags]  # nothing said for `self`
+    names = list(inspect.signature(func).parameters)[1:]
+    return func, instance, dict.fromkeys(names, static_flags)
+
+
 @overload
 def jit(
     fun: Callable[_P, _R],
@@ -440,6 +456,24 @@ def jit(
     localns = caller_namespace(1)
 
     def wrap(f: Callable[_P, _R]) -> Jitted[_P, _R]:
+        bound = _unbind(f, static_flags)
+        if bound is not None:
+            # A bound method: jit its function with the instance as an
+            # argument, resolved like any other (its arrays traced), so the
+            # trace serves every instance of the same structure, as
+            # `equinox.filter_jit(m.method)` does.
+            func, instance, flags = bound
+            jitted: Any = Jitted(
+                func,
+                static_flags=flags,
+                default=default,
+                validate=validate,
+                explain_recompiles=explain_recompiles,
+                jax_kwargs=jax_jit_kwargs,
+                check_processes=check_processes,
+                localns=localns,
+            )
+            return jitted.__get__(instance, type(instance))  # type: ignore[no-any-return]
         return Jitted(
             f,
             static_flags=static_flags,
