@@ -456,27 +456,14 @@ def jit(
     localns = caller_namespace(1)
 
     def wrap(f: Callable[_P, _R]) -> Jitted[_P, _R]:
+        # A bound method: jit its function with the instance as an argument,
+        # resolved like any other (its arrays traced), so the trace serves
+        # every instance of the same structure, as `equinox.filter_jit(m.method)`.
         bound = _unbind(f, static_flags)
-        if bound is not None:
-            # A bound method: jit its function with the instance as an
-            # argument, resolved like any other (its arrays traced), so the
-            # trace serves every instance of the same structure, as
-            # `equinox.filter_jit(m.method)` does.
-            func, instance, flags = bound
-            jitted: Any = Jitted(
-                func,
-                static_flags=flags,
-                default=default,
-                validate=validate,
-                explain_recompiles=explain_recompiles,
-                jax_kwargs=jax_jit_kwargs,
-                check_processes=check_processes,
-                localns=localns,
-            )
-            return jitted.__get__(instance, type(instance))  # type: ignore[no-any-return]
-        return Jitted(
-            f,
-            static_flags=static_flags,
+        target, flags = (bound[0], bound[2]) if bound else (f, static_flags)
+        jitted = Jitted(
+            target,
+            static_flags=flags,
             default=default,
             validate=validate,
             explain_recompiles=explain_recompiles,
@@ -484,5 +471,8 @@ def jit(
             check_processes=check_processes,
             localns=localns,
         )
+        if bound is not None:
+            return jitted.__get__(bound[1], type(bound[1]))  # type: ignore[no-any-return]
+        return jitted
 
     return wrap if fun is None else wrap(fun)

@@ -235,10 +235,10 @@ def check_call(arguments: Sequence[Pair], returned: Sequence[Pair] = ()) -> list
 
 
 def _whole_and_sorted(
-    spec: Spec, pairs: Sequence[Pair], whole: Sequence[Whole]
+    spec: Spec, pairs: Sequence[Pair], whole: Sequence[Whole], *, check: bool = True
 ) -> tuple[list[Issue], list[Pair]]:
-    """The structure issues of the arguments handed over whole, and every pair
-    of the call (theirs too) in parameter order."""
+    """The structure issues of the arguments handed over whole (none unless
+    `check`), and every pair of the call (theirs too) in parameter order."""
     from ._resolve import walk_value
 
     issues: list[Issue] = []
@@ -251,7 +251,7 @@ def _whole_and_sorted(
             argument=param.name,
             flags=flag,
             default="dynamic",
-            check=True,
+            check=check,
         )
         issues.extend(found)
         every.extend(pairs_of(infos, jax.tree_util.tree_leaves(value)))
@@ -287,21 +287,8 @@ def call_issues(
     (a route's `diagnose`), with the values the caller passed. With `check`
     False (validation off), only the leaves JAX would refuse.
     """
-    from ._resolve import walk_value
-
     if not check:
-        every = [*pairs]
-        for param, value, flag in whole:
-            infos, _, _ = walk_value(
-                value,
-                param.node,
-                path=param.name,
-                argument=param.name,
-                flags=flag,
-                default="dynamic",
-                check=False,
-            )
-            every.extend(pairs_of(infos, jax.tree_util.tree_leaves(value)))
+        _, every = _whole_and_sorted(spec, pairs, whole, check=False)
         return _every_issue(spec, list(structure), every, check=False)
     found, every = _whole_and_sorted(spec, pairs, whole)
     return _every_issue(spec, [*structure, *found], every)
