@@ -463,3 +463,189 @@ def test_only_static_arguments_still_name_an_unhashable_leaf() -> None:
         f(jnp.ones(3), 2)
     with pytest.raises(ValidationError, match=r"table\['w'\]"):
         f({"w": np.ones(2)}, 2)
+
+
+# The call route (keywords) gets the same donation, shardings and diagnosis as
+# the positional one; `clear_cache` forgets what every route keeps.
+
+
+def test_keyword_calls_donate_only_the_donate_leaves() -> None:
+    @treespec.jit
+    def f(params: Donate[dict[str, jax.Array]], x: Dynamic[jax.Array]) -> Any:
+        return params["w"] + x, params["w"] * x
+
+    params, x = {"w": jnp.full(2, 3.0)}, jnp.full(2, 2.0)
+    np.testing.assert_allclose(f(params=params, x=x), [[5.0, 5.0], [6.0, 6.0]])
+    assert params["w"].is_deleted()
+    assert not x.is_deleted()
+    np.testing.assert_allclose(x, 2.0)
+
+
+def test_in_shardings_reach_jax_on_both_routes() -> None:
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("d",))
+    rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("d"))
+
+    # No out_shardings: the outputs follow the inputs, which are only
+    # NamedSharding-placed if `in_shardings` reached `jax.jit`.
+    @partial(treespec.jit, in_shardings={"x": rows, "tree": rows, "n": None})
+    def f(x: Dynamic[jax.Array], tree: dict[str, jax.Array], n: Static[int]) -> Any:
+        return x * n, tree["a"] * n
+
+    x, tree = jnp.ones(4), {"a": jnp.ones(4)}
+    assert f._splitter.positional.whole_idx == (0,)
+    for out in (f(x, tree, 2), f(x=x, tree=tree, n=2), f(x, tree=tree, n=2)):
+        np.testing.assert_allclose(out, 2.0)
+        assert all(isinstance(o.sharding, jax.sharding.NamedSharding) for o in out)
+    for args, kwargs in [((x, tree, 2), {}), ((), {"x": x, "tree": tree, "n": 2})]:
+        out = f.lower(*args, **kwargs).compile()(*args, **kwargs)
+        assert all(isinstance(o.sharding, jax.sharding.NamedSharding) for o in out)
+
+
+def test_keyword_call_with_an_unhashable_static_leaf_is_named() -> None:
+    f = treespec.jit(lambda x, cfg: x)
+    with pytest.raises(ValidationError, match=r"cfg\['a'\].*hashable"):
+        f(x=jnp.ones(2), cfg={"a": {1, 2}})
+    g = _echo({"n": 0})
+    with pytest.raises(ValidationError) as info:
+        g(x=jnp.ones(2), cfg={"depth": 2, "name": "a", "scale": np.float32([1.0])})
+    assert "cfg['scale']" in str(info.value)
+
+
+def test_clear_cache_forgets_plans_interned_keys_and_probes(
+    counter: dict[str, int],
+) -> None:
+    f = _echo(counter)
+    cfg = {"depth": 1, "name": "a", "scale": 0.5}
+    f(jnp.ones(1), cfg)
+    f(x=jnp.ones(1), cfg=cfg)
+    positional, general = f._splitter.positional, f._splitter.general
+    assert positional._plans and positional._interned and positional.probes
+    assert general._plans
+    f.clear_cache()
+    assert not positional._plans and not general._plans
+    assert not positional._interned and not positional.probes
+    f(jnp.ones(1), cfg)
+    f(x=jnp.ones(1), cfg=cfg)
+    assert counter["n"] == 4  # each route traces again
+
+
+def test_probes_stay_bounded_over_many_key_orders(
+    counter: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import itertools
+
+    from treespec import _routes
+
+    monkeypatch.setattr(_routes, "MAX_STATIC_KEYS", 3)
+    f = treespec.jit(lambda x, cfg: x * cfg["a"], static_flags=[False, True])
+    route = f._splitter.positional
+    cfg = {"a": 1, "b": 2.0, "c": "s", "d": None}
+    for order in itertools.permutations(cfg):
+        np.testing.assert_allclose(f(jnp.ones(1), {k: cfg[k] for k in order}), 1.0)
+        assert 1 <= len(route.probes) <= 3
+    assert len(route._interned) == 1
+    assert f.trace_count == 1
+
+
+def test_route_helpers_keep_their_contracts() -> None:
+    from treespec._routes import key_split, key_static, make_key
+
+    f = _echo({"n": 0})
+    cfg = {"depth": 1, "name": "a", "scale": 0.5}
+    key, _ = f._splitter.split_call((jnp.ones(1), cfg), {})
+    split = key_split(key)
+    assert key_static(make_key(split, (1, "a", 0.5))) == (1, "a", 0.5)
+    assert key_static(key) == (1, "a", 0.5)
+    # The plan of a structure is built once: a second `_plan` call (another
+    # thread that waited on the lock) gets the same one.
+    route = f._splitter.positional
+    (treedef,) = route._plans
+    assert route._plan((jnp.ones(1), cfg), {}, treedef, skip=route._skip) is split.plan
+
+
+def test_extra_positional_arguments_take_the_call_route() -> None:
+    @treespec.jit
+    def f(x: jax.Array, *rest: int) -> jax.Array:
+        return x * sum(rest)
+
+    np.testing.assert_allclose(f(jnp.ones(2), 1, 2), 3.0)
+    assert f._splitter.route_for((jnp.ones(2), 1, 2), {}) is f._splitter.general
+    compiled = f.lower(jnp.ones(2), 1, 2).compile()
+    np.testing.assert_allclose(compiled(jnp.ones(2), 1, 2), 3.0)
+
+
+def test_wholly_dynamic_arguments_are_found_through_every_level() -> None:
+    from jaxtyping import PyTree
+
+    # A marker two levels down keeps the argument flattened: its leaf stays static.
+    @treespec.jit
+    def f(x: Dynamic[dict[str, tuple[Static[int], jax.Array]]]) -> list[jax.Array]:
+        n, a = x["k"]
+        return [a] * n
+
+    assert f._splitter.positional.whole_idx == ()
+    assert len(f({"k": (2, jnp.ones(1))})) == 2
+    assert len(f({"k": (3, jnp.ones(1))})) == 3
+
+    # Positional-only parameters and a PyTree of anything are wholly dynamic too.
+    @treespec.jit
+    def g(a: Dynamic[jax.Array], t: Dynamic[PyTree], /) -> jax.Array:
+        return a + t["b"]
+
+    assert g._splitter.positional.whole_idx == (0, 1)
+    np.testing.assert_allclose(g(jnp.ones(1), {"b": jnp.ones(1)}), 2.0)
+
+
+def test_false_flag_donates_whole_only_a_donate_argument() -> None:
+    from jaxtyping import PyTree
+
+    @partial(treespec.jit, static_flags=[False] * 4)
+    def f(
+        p: tuple[Donate[jax.Array], jax.Array],
+        q: Donate[jax.Array],
+        r: PyTree[Donate[Any]],
+        s: Donate[tuple[jax.Array, Dynamic[jax.Array]]],
+    ) -> Any:
+        return p[0] + p[1], q * 2, r["a"] * 2, s[0] + s[1]
+
+    route = f._splitter.positional
+    assert route.whole_idx == (1,) and route.whole_kinds[0].value == "donate"
+    p, q = (jnp.ones(2), jnp.ones(2)), jnp.ones(2)
+    r, s = {"a": jnp.ones(2)}, (jnp.ones(2), jnp.ones(2))
+    f(p, q, r, s)
+    assert p[0].is_deleted() and q.is_deleted() and r["a"].is_deleted()
+    assert s[0].is_deleted()
+    assert not p[1].is_deleted() and not s[1].is_deleted()
+
+
+def test_flags_and_unannotated_places_keep_arguments_flattened() -> None:
+    # A True flag beats the Dynamic marker: the int stays static.
+    @partial(treespec.jit, static_flags=[True])
+    def f(n: Dynamic[int]) -> list[int]:
+        return list(range(n))
+
+    assert f._splitter.positional.whole_idx == ()
+    assert f(3) == [0, 1, 2]
+
+    # An unannotated place below may hold a class with its own markers.
+    @treespec.jit
+    def g(x: Dynamic[dict[str, Any]]) -> Any:
+        return x["a"] * 2
+
+    assert g._splitter.positional.whole_idx == ()
+    np.testing.assert_allclose(g({"a": jnp.ones(1)}), 2.0)
+
+
+class _Tree(TypedDict):
+    value: Static[int]
+    children: list[_Tree]
+
+
+def test_a_marker_inside_a_recursive_class_keeps_the_argument_flattened() -> None:
+    @treespec.jit
+    def f(t: Dynamic[_Tree], ts: Dynamic[list[_Tree]], x: jax.Array) -> jax.Array:
+        return x * len(range(t["value"])) * len(range(ts[0]["value"]))
+
+    assert f._splitter.positional.whole_idx == ()
+    tree = {"value": 2, "children": [{"value": 3, "children": []}]}
+    np.testing.assert_allclose(f(tree, [tree], jnp.ones(1)), 4.0)

@@ -454,3 +454,22 @@ def test_union_leaves_accept_any_member() -> None:
     f("a", 2, None)
     (msg,) = _messages(lambda: f(1.5, "b", None))
     assert msg == "argument a, at a: expected Static[int | str], got float 1.5"
+
+
+def test_validate_false_skips_the_return_check() -> None:
+    def body(x: Float[Array, "n"]) -> Float[Array, "n n"]:
+        return x
+
+    with pytest.raises(ValidationError, match="return"):
+        treespec.jit(body)(jnp.ones(3))
+    loose = partial(treespec.jit, validate=False)(body)
+    np.testing.assert_allclose(loose(jnp.ones(3)), 1.0)
+
+
+def test_a_container_no_union_member_fits_is_named() -> None:
+    @treespec.jit
+    def f(x: int | list[int], y: jax.Array) -> jax.Array:
+        return y
+
+    with pytest.raises(ValidationError, match=r"argument x.*dict"):
+        f({"a": 1}, jnp.ones(1))
