@@ -492,13 +492,24 @@ def test_in_shardings_reach_jax_on_both_routes() -> None:
         return x * n, tree["a"] * n
 
     x, tree = jnp.ones(4), {"a": jnp.ones(4)}
-    assert f._splitter.positional.whole_idx == (0,)
+    # `tree`, a dict of arrays, is dynamic as a whole like `x`.
+    assert f._splitter.positional.whole_idx == (0, 1)
     for out in (f(x, tree, 2), f(x=x, tree=tree, n=2), f(x, tree=tree, n=2)):
         np.testing.assert_allclose(out, 2.0)
         assert all(isinstance(o.sharding, jax.sharding.NamedSharding) for o in out)
     for args, kwargs in [((x, tree, 2), {}), ((), {"x": x, "tree": tree, "n": 2})]:
         out = f.lower(*args, **kwargs).compile()(*args, **kwargs)
         assert all(isinstance(o.sharding, jax.sharding.NamedSharding) for o in out)
+
+    # A keyword-only parameter: every call takes the call route.
+    @partial(treespec.jit, in_shardings={"x": rows, "tree": rows, "n": None})
+    def g(x: jax.Array, tree: dict[str, Any], *, n: Static[int]) -> Any:
+        return x * n, tree["a"] * n
+
+    for out in (g(x, tree, n=2), g(x=x, tree=tree, n=2)):
+        np.testing.assert_allclose(out, 2.0)
+        assert all(isinstance(o.sharding, jax.sharding.NamedSharding) for o in out)
+    assert g._splitter.general._plans and not g._splitter.positional._plans
 
 
 def test_keyword_call_with_an_unhashable_static_leaf_is_named() -> None:
@@ -517,16 +528,29 @@ def test_clear_cache_forgets_plans_interned_keys_and_probes(
     f = _echo(counter)
     cfg = {"depth": 1, "name": "a", "scale": 0.5}
     f(jnp.ones(1), cfg)
-    f(x=jnp.ones(1), cfg=cfg)
-    positional, general = f._splitter.positional, f._splitter.general
+    f(x=jnp.ones(1), cfg=cfg)  # the same bound call
+    positional = f._splitter.positional
     assert positional._plans and positional._interned and positional.probes
-    assert general._plans
+    assert counter["n"] == 1
     f.clear_cache()
-    assert not positional._plans and not general._plans
+    assert not positional._plans
     assert not positional._interned and not positional.probes
     f(jnp.ones(1), cfg)
     f(x=jnp.ones(1), cfg=cfg)
-    assert counter["n"] == 4  # each route traces again
+    assert counter["n"] == 2  # traced again, once
+
+    @treespec.jit
+    def h(x: jax.Array, *, k: Static[int]) -> jax.Array:
+        counter["n"] += 1
+        return x * k
+
+    h(jnp.ones(1), k=2)
+    general = h._splitter.general
+    assert general._plans
+    h.clear_cache()
+    assert not general._plans
+    h(jnp.ones(1), k=2)
+    assert counter["n"] == 4  # the call route traces again too
 
 
 def test_probes_stay_bounded_over_many_key_orders(
@@ -646,6 +670,6 @@ def test_a_marker_inside_a_recursive_class_keeps_the_argument_flattened() -> Non
     def f(t: Dynamic[_Tree], ts: Dynamic[list[_Tree]], x: jax.Array) -> jax.Array:
         return x * len(range(t["value"])) * len(range(ts[0]["value"]))
 
-    assert f._splitter.positional.whole_idx == ()
+    assert f._splitter.positional.whole_idx == (2,)  # only x, an array
     tree = {"value": 2, "children": [{"value": 3, "children": []}]}
     np.testing.assert_allclose(f(tree, [tree], jnp.ones(1)), 4.0)
