@@ -317,7 +317,7 @@ def first_call(repeat: int) -> dict[str, float]:
         times["jax.jit"].append(time.perf_counter() - start)
         start = time.perf_counter()
         jax.block_until_ready(
-            treespec.jit(body, static_flags=[False, False, True])(params, x, cfg)
+            treespec.jit(body, static_flags=[False, False, True, None])(params, x, cfg)
         )
         times["treespec.jit"].append(time.perf_counter() - start)
     return {k: statistics.median(v) for k, v in times.items()}
