@@ -16,6 +16,10 @@ or ``disable_error_code = treespec-unhashable-static``):
 - ``treespec-conflicting-union``: a union (``Union``/``Optional`` or ``A | B``)
   whose members disagree on markers.
 - ``treespec-bare-marker``: a marker without its one type argument.
+- ``treespec-bad-flags``: a literal ``static_flags=`` at a transform's call that
+  the function cannot take (unknown parameter, too many entries, an entry that
+  is not a flag, ``True`` at an array-annotated parameter).
+- ``treespec-bad-default``: a literal ``default=`` that is not a policy.
 
 How it works, in three parts that keep to what mypy keeps (so a clean run, a
 warm-cache run and ``dmypy`` see the same):
@@ -40,6 +44,7 @@ lazily.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -61,7 +66,7 @@ from mypy.nodes import (
     TypeInfo,
     Var,
 )
-from mypy.plugin import AnalyzeTypeContext, ClassDefContext, Plugin
+from mypy.plugin import AnalyzeTypeContext, ClassDefContext, FunctionContext, Plugin
 from mypy.types import (
     AnyType,
     CallableType,
@@ -81,6 +86,8 @@ from mypy.types import (
 
 from treespec._markers import Marker
 from treespec._rules import (
+    ARRAY_TYPES,
+    DEFAULT_POLICIES,
     MAPPING_TYPES,
     SEQUENCE_TYPES,
     covered,
@@ -117,6 +124,12 @@ CONFLICTING_UNION: Final = ErrorCode(
 )
 BARE_MARKER: Final = ErrorCode(
     "treespec-bare-marker", "A marker without its type argument", "treespec"
+)
+BAD_FLAGS: Final = ErrorCode(
+    "treespec-bad-flags", "static_flags that the function cannot take", "treespec"
+)
+BAD_DEFAULT: Final = ErrorCode(
+    "treespec-bad-default", "An unknown default= policy", "treespec"
 )
 
 _MARKERS_MODULE: Final = "treespec._markers"
@@ -880,6 +893,220 @@ def _analyze_annotated(fullname: str) -> Callable[[AnalyzeTypeContext], Type]:
     return hook
 
 
+# -- literal static_flags= and default= at a transform's call -----------------
+
+#: The transforms that take `static_flags=` and `default=`.
+_TRANSFORMS: Final = frozenset(
+    {
+        "treespec._jit.jit",
+        "treespec._grad.grad",
+        "treespec._grad.value_and_grad",
+        "treespec._vmap.vmap",
+        "treespec._vmap.pmap",
+        "treespec._checkpoint.checkpoint",
+        "treespec._shard_map.shard_map",
+    }
+)
+
+
+class _Entry:
+    """A literal flag entry: its kind ("bool", "none", "callable", "mapping",
+    "sequence", "bad", or "unknown" when not a literal) and its parts."""
+
+    __slots__ = ("expr", "items", "kind", "value")
+
+    def __init__(
+        self,
+        kind: str,
+        expr: Expression,
+        value: object = None,
+        items: list[tuple[object, _Entry]] | None = None,
+    ) -> None:
+        self.kind = kind
+        self.expr = expr
+        self.value = value
+        self.items = items or []
+
+
+def _entry(expr: Expression) -> _Entry:
+    from mypy.nodes import (
+        BytesExpr,
+        ComplexExpr,
+        FloatExpr,
+        IntExpr,
+        LambdaExpr,
+        ListExpr,
+        TupleExpr,
+    )
+
+    if isinstance(expr, NameExpr) and expr.fullname in (
+        "builtins.True",
+        "builtins.False",
+    ):
+        return _Entry("bool", expr, expr.fullname == "builtins.True")
+    if isinstance(expr, NameExpr) and expr.fullname == "builtins.None":
+        return _Entry("none", expr)
+    if isinstance(expr, (StrExpr, BytesExpr, IntExpr, FloatExpr, ComplexExpr)):
+        return _Entry("bad", expr, getattr(expr, "value", None))
+    if isinstance(expr, LambdaExpr):
+        return _Entry("callable", expr)
+    if isinstance(expr, RefExpr) and isinstance(
+        expr.node, (FuncDef, Decorator, OverloadedFuncDef)
+    ):
+        return _Entry("callable", expr)
+    if isinstance(expr, DictExpr):
+        items: list[tuple[object, _Entry]] = []
+        for key, value in expr.items:
+            if not isinstance(key, StrExpr):
+                return _Entry("unknown", expr)
+            items.append((key.value, _entry(value)))
+        return _Entry("mapping", expr, items=items)
+    if (
+        isinstance(expr, CallExpr)
+        and isinstance(expr.callee, RefExpr)
+        and expr.callee.fullname == "builtins.dict"
+        and expr.arg_names
+        and all(expr.arg_names)
+    ):
+        pairs = [(n, _entry(a)) for n, a in zip(expr.arg_names, expr.args)]
+        return _Entry("mapping", expr, items=list(pairs))
+    if isinstance(expr, (ListExpr, TupleExpr)):
+        return _Entry(
+            "sequence", expr, items=[(i, _entry(e)) for i, e in enumerate(expr.items)]
+        )
+    return _Entry("unknown", expr)
+
+
+def _is_array_node(node: Node) -> bool:
+    return isinstance(node, LeafNode) and any(n in ARRAY_TYPES for n in node.type_names)
+
+
+def _flag_child(node: Node, key: object) -> Node | None:
+    """The annotation node a prefix entry's key leads to, if known."""
+    if isinstance(node, _ClassBacked):
+        return node.fields.get(str(key)) if isinstance(key, str) else None
+    if isinstance(node, SequenceNode) and isinstance(key, int):
+        return node.child_at(key)
+    if isinstance(node, MappingNode) and node.values is not None:
+        return node.values
+    return None
+
+
+def _check_entry(
+    ctx: FunctionContext, entry: _Entry, node: Node | None, where: str
+) -> None:
+    if entry.kind == "bad":
+        ctx.api.fail(
+            f"static_flags: {where} is {entry.value!r}; an entry is True/False, "
+            "None, a callable leaf -> bool, or a dict/list/tuple shaped like the "
+            "argument",
+            entry.expr,
+            code=BAD_FLAGS,
+        )
+        return
+    if entry.kind == "bool" and entry.value is True and node is not None:
+        if node.marker is None and _is_array_node(node):
+            ctx.api.fail(
+                f"static_flags: {where} is True, but it is annotated as an array "
+                f'("{node.text}"): an array cannot be static (not hashable); '
+                "use False, or leave the entry out",
+                entry.expr,
+                code=BAD_FLAGS,
+            )
+        return
+    for key, child in entry.items:
+        sub = _flag_child(node, key) if node is not None else None
+        _check_entry(ctx, child, sub, f"{where}[{key!r}]")
+
+
+def _check_transform_call(ctx: FunctionContext) -> None:
+    names = ctx.callee_arg_names
+    found: dict[str, Expression] = {}
+    for formal, name in enumerate(names):
+        if name in ("static_flags", "default") and ctx.args[formal]:
+            found[name] = ctx.args[formal][0]
+    if not found:
+        return
+    default = found.get("default")
+    if isinstance(default, StrExpr) and default.value not in DEFAULT_POLICIES:
+        ctx.api.fail(
+            f"default={default.value!r} is not a policy; use one of "
+            f"{', '.join(map(repr, DEFAULT_POLICIES))}",
+            default,
+            code=BAD_DEFAULT,
+        )
+    flags_expr = found.get("static_flags")
+    if flags_expr is None:
+        return
+    entry = _entry(flags_expr)
+    fun = None
+    if names and ctx.arg_types and ctx.arg_types[0]:
+        fun = get_proper_type(ctx.arg_types[0][0])
+    if not isinstance(fun, CallableType):
+        _check_entry(ctx, entry, None, "static_flags")
+        return
+    from mypy.nodes import ARG_OPT, ARG_POS, ARG_STAR
+
+    params = [
+        (name, t)
+        for name, kind, t in zip(fun.arg_names, fun.arg_kinds, fun.arg_types)
+        if name is not None
+    ]
+    positional = [
+        (name, t)
+        for name, kind, t in zip(fun.arg_names, fun.arg_kinds, fun.arg_types)
+        if kind in (ARG_POS, ARG_OPT) and name is not None
+    ]
+    has_star = ARG_STAR in fun.arg_kinds
+    builder = _Builder()
+    if entry.kind == "mapping":
+        known = {name for name, _ in params}
+        by_name = dict(params)
+        for key, child in entry.items:
+            if key not in known:
+                ctx.api.fail(
+                    f"static_flags names {key!r}, which the function does not "
+                    f"take; its parameters are {sorted(known)!r}",
+                    child.expr,
+                    code=BAD_FLAGS,
+                )
+                continue
+            node = builder.node(by_name[str(key)])
+            _check_entry(ctx, child, node, f"static_flags[{key!r}]")
+        return
+    if entry.kind == "sequence":
+        if len(entry.items) > len(positional) and not has_star:
+            ctx.api.fail(
+                f"static_flags has {len(entry.items)} entries but the function "
+                f"takes {len(positional)} positional parameters; give one entry "
+                "per positional parameter, or a dict keyed by name",
+                entry.expr,
+                code=BAD_FLAGS,
+            )
+            return
+        for index, child in entry.items:
+            assert isinstance(index, int)
+            at: Node | None = None
+            if index < len(positional):
+                at = builder.node(positional[index][1])
+            _check_entry(ctx, child, at, f"static_flags[{index}]")
+        return
+    _check_entry(ctx, entry, None, "static_flags")
+
+
+def _transform_call(ctx: FunctionContext) -> Type:
+    try:
+        _check_transform_call(ctx)
+    except Exception as error:  # the plugin never breaks mypy
+        with contextlib.suppress(Exception):
+            ctx.api.msg.note(
+                f"treespec: this call's static_flags/default were not checked "
+                f"(internal {type(error).__name__}); please report it",
+                ctx.context,
+            )
+    return ctx.default_return_type
+
+
 class _WithoutHook(Plugin):
     """mypy's plugin without our hook for one name (to let mypy analyse that
     name its own way, from inside the hook)."""
@@ -949,6 +1176,11 @@ class TreespecPlugin(Plugin):
         ):
             return _analyze_marked_alias(fullname)
         return None
+
+    def get_function_hook(
+        self, fullname: str
+    ) -> Callable[[FunctionContext], Type] | None:
+        return _transform_call if fullname in _TRANSFORMS else None
 
     def get_customize_class_mro_hook(
         self, fullname: str
