@@ -309,8 +309,47 @@ def _record_class(ctx: ClassDefContext) -> None:
         if verdict and not (stub and verdict == "none" and _only_eq(defn)):
             record["hash"] = verdict
         defn.info.metadata[_META] = record
+        _expose(api, defn, record)
     except Exception:
         pass
+
+
+#: The class attribute that shows the record to mypy's fine-grained daemon.
+_EXPOSED: Final = "__treespec__"
+
+
+def _expose(api: Any, defn: ClassDef, record: dict[str, Any]) -> None:
+    """Show a pytree class's record in its symbol table, as a plugin-generated
+    ClassVar whose type is the record as a Literal string: `dmypy` compares
+    symbol tables (not metadata) to know what changed, so an edited field
+    specifier then rechecks the modules that use the class. Only for pytree
+    classes of source files (never a protocol: a member there is structural).
+    """
+    registered = set(record["decorators"]) & (
+        _DATACLASS_PYTREES | _OPAQUE_PYTREES | {"dataclasses.dataclass"}
+    )
+    info = defn.info
+    if (
+        not (record["static"] or registered)
+        or getattr(api, "is_stub_file", True)
+        or info.is_protocol
+        or any(
+            b.fullname in ("typing.Protocol", "typing_extensions.Protocol")
+            for b in info.mro
+        )
+    ):
+        return
+    import json
+
+    from mypy.nodes import MDEF, SymbolTableNode
+
+    text = json.dumps(record, sort_keys=True)
+    var = Var(_EXPOSED, LiteralType(text, api.named_type("builtins.str")))
+    var.info = info
+    var._fullname = f"{info.fullname}.{_EXPOSED}"
+    var.is_classvar = True
+    var.is_ready = True
+    info.names[_EXPOSED] = SymbolTableNode(MDEF, var, plugin_generated=True)
 
 
 def _only_eq(defn: ClassDef) -> bool:
@@ -474,6 +513,8 @@ class _Builder:
         self.classes: dict[tuple[str, str], _ClassBacked] = {}
         self.aliases: set[str] = set()
         self.hashing: set[tuple[str, str]] = set()
+        #: The classes looked into: the check depends on them (`dmypy`).
+        self.visited: set[str] = set()
 
     def node(self, t: Type, depth: int = 0) -> Node:
         if depth > _MAX_DEPTH:
@@ -526,6 +567,7 @@ class _Builder:
 
         info = t.type
         fullname = info.fullname
+        self.visited.add(fullname)
         if fullname == "builtins.object":
             return AnyNode(text="object")  # the runtime takes it as Any
         if fullname in SEQUENCE_TYPES or fullname in MAPPING_TYPES:
@@ -765,6 +807,18 @@ def _union_message(shown: str) -> str:
 # -- the checks under a marker --------------------------------------------------
 
 
+def _depend_on(ctx: AnalyzeTypeContext, classes: set[str]) -> None:
+    """Recheck this place when one of these classes changes (`dmypy`)."""
+    semantic = getattr(ctx.api, "api", None)
+    add = getattr(semantic, "add_plugin_dependency", None)
+    if add is None:
+        return
+    for fullname in classes:
+        if not fullname.startswith("builtins."):
+            # A changed class attribute triggers its own name, not the class.
+            add(f"<{fullname}.{_EXPOSED}>")
+
+
 def _nested_message(outer: Marker, inner: Marker) -> str:
     fix = (
         f"write {outer.title}[...] once"
@@ -785,7 +839,9 @@ def _check_marked(
     fail = ctx.api.fail
     for other in extra:  # Annotated[T, Marker.STATIC, Marker.DYNAMIC]
         fail(_nested_message(marker, other), ctx.context, code=NESTED_MARKER)
-    node = _Builder().node(analyzed)
+    builder = _Builder()
+    node = builder.node(analyzed)
+    _depend_on(ctx, builder.visited)
     if node.marker is not None:
         fail(_nested_message(marker, node.marker), ctx.context, code=NESTED_MARKER)
         return
