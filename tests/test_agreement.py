@@ -64,6 +64,12 @@ class Registered:
     name: str = dataclasses.field(default="r", metadata={"static": True})
 
 
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class Mutable:
+    n: int
+
+
 @dataclasses.dataclass(frozen=True)
 class Holder:
     sizes: list[int]
@@ -154,6 +160,7 @@ CASES: list[tuple[str, str, bool]] = [
     ("Static[Holder]", "Holder([1])", True),
     ("Static[EqOnly]", "EqOnly()", True),
     ("Static[Settings]", "Settings(3)", False),
+    ("Static[Mutable]", "Mutable(3)", False),
     ("Dynamic[Model]", "Model(jax.numpy.ones(2), 'relu')", False),
     ("Dynamic[Batch]", "Batch(jax.numpy.ones(2), ('a',))", False),
     ("Dynamic[Labelled]", "Labelled(jax.numpy.ones(2), 'a')", False),

@@ -618,9 +618,9 @@ class _Builder:
         cached = self.classes.get(key)
         if cached is not None:
             return cached
-        node = ClassNode(
-            cls=info.fullname, text=info.name, hashable=_class_hashable(info)
-        )
+        # A registered pytree is flattened, never hashed whole: under Static
+        # its leaves are judged, not the class (as at run time).
+        node = ClassNode(cls=info.fullname, text=info.name)
         self.classes[key] = node
         for name, field in _fields(t).items():
             node.body.fields[name] = self.node(field, depth)
