@@ -100,6 +100,16 @@ class Labelled:
     label: Static[str]
 
 
+class ByCall:
+    def __init__(self, a: jax.Array) -> None:
+        self.a = a
+
+
+jax.tree_util.register_pytree_node(
+    ByCall, lambda b: ((b.a,), None), lambda _, c: ByCall(c[0])
+)
+
+
 @jax.tree_util.register_pytree_node_class
 class Pair:
     def __init__(self, a: jax.Array, name: str) -> None:
@@ -165,6 +175,7 @@ CASES: list[tuple[str, str, bool]] = [
     ("Dynamic[Batch]", "Batch(jax.numpy.ones(2), ('a',))", False),
     ("Dynamic[Labelled]", "Labelled(jax.numpy.ones(2), 'a')", False),
     ("Dynamic[Pair]", "Pair(jax.numpy.ones(2), 'a')", False),
+    ("Dynamic[ByCall]", "ByCall(jax.numpy.ones(2))", False),
     (
         "Dynamic[FrozenDict[str, jax.Array]]",
         "FrozenDict(a=jax.numpy.ones(2))",

@@ -253,6 +253,50 @@ def _says_static(name: str | None, arg: object) -> bool:
     return False
 
 
+#: Registration functions, called on the class at the top of its module.
+_REGISTER_CALLS: Final = {
+    **{
+        f"jax{m}.tree_util.{name}": kind
+        for m in ("", "._src")
+        for name, kind in (
+            ("register_pytree_node", "jax.tree_util.register_pytree_node_class"),
+            ("register_pytree_with_keys", "jax.tree_util.register_pytree_node_class"),
+            ("register_static", "jax.tree_util.register_static"),
+            ("register_dataclass", "jax.tree_util.register_dataclass"),
+        )
+    },
+}
+
+
+def _registered_by_call(api: Any, defn: ClassDef) -> tuple[set[str], list[str]]:
+    """`jax.tree_util.register_pytree_node(Cls, ...)` (and its kin) at the top of
+    the class's module: as if the class were decorated; `meta_fields=` of
+    `register_dataclass` are static fields."""
+    from mypy.nodes import ExpressionStmt, ListExpr, TupleExpr
+
+    module = getattr(api, "cur_mod_node", None)
+    if module is None or getattr(api, "is_stub_file", True):
+        return set(), []
+    found: set[str] = set()
+    meta: list[str] = []
+    for stmt in module.defs:
+        if not isinstance(stmt, ExpressionStmt) or not isinstance(stmt.expr, CallExpr):
+            continue
+        call = stmt.expr
+        if not call.args or not (
+            isinstance(call.args[0], NameExpr) and call.args[0].name == defn.name
+        ):
+            continue
+        kind = _REGISTER_CALLS.get(_resolve(api, call.callee))
+        if kind is None:
+            continue
+        found.add(kind)
+        for name, arg in zip(call.arg_names, call.args):
+            if name == "meta_fields" and isinstance(arg, (ListExpr, TupleExpr)):
+                meta.extend(e.value for e in arg.items if isinstance(e, StrExpr))
+    return found, meta
+
+
 def _hash_verdict(defn: ClassDef, decorators: list[tuple[str, Expression]]) -> str:
     """What the class itself does to `__hash__`: "none", "set" or "" (inherits)."""
     defines_eq = False
@@ -300,8 +344,10 @@ def _record_class(ctx: ClassDefContext) -> None:
                     static.extend(
                         lv.name for lv in stmt.lvalues if isinstance(lv, NameExpr)
                     )
+        registered, meta_fields = _registered_by_call(api, defn)
+        static.extend(meta_fields)
         record: dict[str, Any] = {
-            "decorators": sorted({name for name, _ in decorators if name}),
+            "decorators": sorted({name for name, _ in decorators if name} | registered),
             "static": static,
         }
         stub = bool(getattr(api, "is_stub_file", False))
