@@ -44,6 +44,7 @@ lazily.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 from collections.abc import Callable
 from typing import Any, Final
@@ -279,7 +280,9 @@ def _registered_by_call(api: Any, defn: ClassDef) -> tuple[set[str], list[str]]:
         return set(), []
     found: set[str] = set()
     meta: list[str] = []
-    for stmt in module.defs:
+    # The call comes after the class: start there (the statements are in order).
+    start = bisect.bisect_left(module.defs, defn.line, key=lambda stmt: stmt.line)
+    for stmt in module.defs[start:]:
         if not isinstance(stmt, ExpressionStmt) or not isinstance(stmt.expr, CallExpr):
             continue
         call = stmt.expr
@@ -335,6 +338,10 @@ def _record_class(ctx: ClassDefContext) -> None:
     try:
         defn = ctx.cls
         api = ctx.api
+        if getattr(api, "is_stub_file", False):
+            # A stub registers no pytree and has no field specifiers; what it
+            # says of __hash__ is in its symbol table.
+            return
         decorators = [(_resolve(api, d), d) for d in defn.decorators]
         static: list[str] = []
         for stmt in defn.defs.body:
@@ -1254,6 +1261,26 @@ def _can_delegate() -> bool:
     return hasattr(TypeAnalyser, "visit_unbound_type_nonoptional")
 
 
+#: Modules that define no alias of a marked type (a fast path: mypy asks the
+#: plugin about every name in every annotation).
+_NO_MARKED_ALIASES: Final = (
+    "builtins.",
+    "typing.",
+    "typing_extensions.",
+    "collections.",
+    "_typeshed.",
+    "types.",
+    "numpy.",
+    "jax.",
+    "jaxlib.",
+    "jaxtyping.",
+    "equinox.",
+    "flax.",
+    "optax.",
+    "treespec.",
+)
+
+
 class TreespecPlugin(Plugin):
     """Checks `Static`/`Dynamic`/`Donate` specs while mypy analyses types."""
 
@@ -1265,6 +1292,8 @@ class TreespecPlugin(Plugin):
             return _analyze_marker(marker)
         if fullname in _ANNOTATED:
             return _analyze_annotated(fullname)
+        if fullname.startswith(_NO_MARKED_ALIASES):
+            return None  # the common names, looked at for every annotation
         try:
             sym = self.lookup_fully_qualified(fullname)
         except Exception:
