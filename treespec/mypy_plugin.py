@@ -357,9 +357,8 @@ def _record_class(ctx: ClassDefContext) -> None:
             "decorators": sorted({name for name, _ in decorators if name} | registered),
             "static": static,
         }
-        stub = bool(getattr(api, "is_stub_file", False))
         verdict = _hash_verdict(defn, decorators)
-        if verdict and not (stub and verdict == "none" and _only_eq(defn)):
+        if verdict:
             record["hash"] = verdict
         defn.info.metadata[_META] = record
         _expose(api, defn, record)
@@ -403,20 +402,6 @@ def _expose(api: Any, defn: ClassDef, record: dict[str, Any]) -> None:
     var.is_classvar = True
     var.is_ready = True
     info.names[_EXPOSED] = SymbolTableNode(MDEF, var, plugin_generated=True)
-
-
-def _only_eq(defn: ClassDef) -> bool:
-    """No `__hash__` in the body: a stub's `__eq__` alone says nothing."""
-    return not any(
-        getattr(stmt, "name", None) == "__hash__"
-        or (
-            isinstance(stmt, AssignmentStmt)
-            and any(
-                isinstance(t, NameExpr) and t.name == "__hash__" for t in stmt.lvalues
-            )
-        )
-        for stmt in defn.defs.body
-    )
 
 
 def _meta(info: TypeInfo) -> dict[str, Any] | None:
