@@ -777,18 +777,17 @@ def _raw_types(statement: object, api: Any) -> list[Type]:
             if isinstance(s, AssignmentStmt) and s.unanalyzed_type is not None
         ]
     if isinstance(statement, AssignmentStmt):
+        found = []
         if statement.unanalyzed_type is not None:
-            return [statement.unanalyzed_type]
-        # A type alias: its value, read as a type.
+            found.append(statement.unanalyzed_type)
+        # A type alias (`X = ...`, `X: TypeAlias = ...`): its value, as a type.
         from mypy.exprtotype import TypeTranslationError, expr_to_unanalyzed_type
 
         options = getattr(api, "options", None)
-        if options is None:
-            return []
-        try:
-            return [expr_to_unanalyzed_type(statement.rvalue, options)]
-        except (TypeTranslationError, Exception):
-            return []
+        if options is not None:
+            with contextlib.suppress(TypeTranslationError, Exception):
+                found.append(expr_to_unanalyzed_type(statement.rvalue, options))
+        return found
     return []
 
 

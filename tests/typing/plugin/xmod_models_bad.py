@@ -1,7 +1,7 @@
 """Classes that xmod_train_bad.py puts under markers the runtime refuses."""
 
 import dataclasses
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 
 import equinox as eqx
 import jax
@@ -36,3 +36,6 @@ class EqOnly:
 class Batch(NamedTuple):
     x: jax.Array
     names: tuple[str, ...]
+
+
+Explicit: TypeAlias = Static[str] | Dynamic[jax.Array]  # E: treespec-conflicting-union
