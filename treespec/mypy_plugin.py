@@ -1132,9 +1132,11 @@ def _check_transform_call(ctx: FunctionContext) -> None:
     if flags_expr is None:
         return
     entry = _entry(flags_expr)
-    fun = None
+    fun: ProperType | None = None
     if names and ctx.arg_types and ctx.arg_types[0]:
         fun = get_proper_type(ctx.arg_types[0][0])
+    elif names and ctx.arg_types:
+        fun = _decorated(ctx)  # @treespec.jit(static_flags=...) on a function
     if not isinstance(fun, CallableType):
         _check_entry(ctx, entry, None, "static_flags")
         return
@@ -1185,6 +1187,17 @@ def _check_transform_call(ctx: FunctionContext) -> None:
             _check_entry(ctx, child, at, f"static_flags[{index}]")
         return
     _check_entry(ctx, entry, None, "static_flags")
+
+
+def _decorated(ctx: FunctionContext) -> ProperType | None:
+    """The function at the top of the module that this call decorates."""
+    tree = getattr(ctx.api, "tree", None)
+    for stmt in getattr(tree, "defs", ()):
+        if isinstance(stmt, Decorator) and any(
+            d is ctx.context for d in stmt.original_decorators
+        ):
+            return get_proper_type(stmt.func.type) if stmt.func.type else None
+    return None
 
 
 def _transform_call(ctx: FunctionContext) -> Type:

@@ -25,3 +25,19 @@ ok2 = treespec.jit(f, static_flags=dict(n=True, cfg=lambda leaf: True))
 ok3 = treespec.jit(g, static_flags={"n": True}, default="static")
 ok4 = treespec.grad(f, static_flags={"n": True})
 ok5 = treespec.vmap(f, static_flags=[None, True, True])
+
+
+@treespec.jit(static_flags={"m": True})  # E: treespec-bad-flags
+def h(x: jax.Array, n: int) -> jax.Array:
+    return x * n
+
+
+@treespec.jit(static_flags=[False, True])
+def h_ok(x: jax.Array, n: int) -> jax.Array:
+    return x * n
+
+
+class Model:
+    @treespec.jit(static_flags={"n": True})
+    def apply(self, x: jax.Array, n: int) -> jax.Array:
+        return x * n
