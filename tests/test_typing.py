@@ -81,6 +81,134 @@ def test_plugin_cases() -> None:
     assert _mypy(folder, TYPING / "mypy-plugin.ini") == _expected(folder)
 
 
+#: Case modules that import each other: a models module and the module using it.
+_CROSS_MODULE = (
+    "ok_xmod_models.py",
+    "ok_xmod_train.py",
+    "xmod_models_bad.py",
+    "xmod_train_bad.py",
+)
+
+
+def _findings(done: subprocess.CompletedProcess[str]) -> list[str]:
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    return sorted(
+        line
+        for line in done.stdout.splitlines()
+        if line.startswith("cases") and ": note: " not in line
+    )
+
+
+def test_same_findings_clean_warm_and_daemon(tmp_path: Path) -> None:
+    # A clean run, a warm-cache run after an unrelated edit, and dmypy report
+    # the same: the models module comes from the cache (its class bodies gone)
+    # when the training module is checked again.
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "__init__.py").write_text("")  # the cases import each other relatively
+    for name in _CROSS_MODULE:
+        (cases / name).write_text((TYPING / "plugin" / name).read_text())
+    env = {
+        **os.environ,
+        "MYPYPATH": str(ROOT),
+        "PYTHONPATH": os.pathsep.join(
+            [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+        ),
+    }
+    flags = [
+        "--config-file",
+        str(TYPING / "mypy-plugin.ini"),
+        "--show-error-codes",
+        "--no-error-summary",
+        "--hide-error-context",
+        "cases",
+    ]
+
+    def run(*args: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=900,
+            check=False,
+        )
+        return _findings(done)
+
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    clean = run("-m", "mypy", *cache, *flags)
+    assert len(clean) >= 6, clean
+    for name in ("ok_xmod_train.py", "xmod_train_bad.py"):
+        with (cases / name).open("a") as f:
+            f.write("\nunrelated_edit = 1\n")
+    warm = run("-m", "mypy", *cache, *flags)
+    assert warm == clean
+    status = ["--status-file", str(tmp_path / "dmypy.json")]
+    try:
+        daemon = run("-m", "mypy.dmypy", *status, "run", "--", *flags)
+        assert daemon == clean
+        again = run("-m", "mypy.dmypy", *status, "run", "--", *flags)
+        assert again == clean
+        # A field specifier edited in the models module (no type changes):
+        # the daemon and a warm run both recheck the module that uses it.
+        models = cases / "ok_xmod_models.py"
+        text = models.read_text()
+        edited = text.replace("act: str = eqx.field(static=True)", "act: str", 1)
+        assert edited != text
+        models.write_text(edited)
+        daemon = run("-m", "mypy.dmypy", *status, "run", "--", *flags)
+        new = sorted(set(daemon) - set(clean))
+        assert len(new) == 1, new
+        assert "ok_xmod_train.py" in new[0], new
+        assert "treespec-non-array-dynamic" in new[0], new
+        assert run("-m", "mypy", *cache, *flags) == daemon
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "mypy.dmypy", *status, "stop"],
+            capture_output=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+            check=False,
+        )
+
+
+def test_an_internal_failure_is_a_note_and_mypy_goes_on(tmp_path: Path) -> None:
+    # The plugin's checks fail inside (a stand-in for any bug): mypy still
+    # finishes, with a note on the annotation and its own errors intact.
+    (tmp_path / "broken_plugin.py").write_text(
+        "import treespec.mypy_plugin as p\n"
+        "def boom(self, t, depth=0):\n"
+        "    raise RecursionError('boom')\n"
+        "p._Builder.node = boom\n"
+        "plugin = p.plugin\n"
+    )
+    (tmp_path / "mypy.ini").write_text("[mypy]\nplugins = broken_plugin\n")
+    (tmp_path / "case.py").write_text(
+        "from treespec import Static\n"
+        "def f(n: Static[int]) -> None: ...\n"
+        "x: int = 'three'\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", "case.py"],
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "MYPYPATH": str(ROOT),
+            "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
+        },
+        cwd=tmp_path,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "INTERNAL ERROR" not in done.stdout + done.stderr
+    assert "case.py:2: note: treespec: this annotation was not checked" in done.stdout
+    assert "case.py:3: error: Incompatible types in assignment" in done.stdout
+
+
 def test_plain_mypy_sees_markers_as_their_types() -> None:
     folder = TYPING / "plain"
     assert _mypy(folder, TYPING / "mypy-plain.ini") == _expected(folder)

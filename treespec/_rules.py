@@ -23,6 +23,7 @@ from ._spec import (
 
 __all__ = [
     "ARRAY_TYPES",
+    "DEFAULT_POLICIES",
     "MAPPING_TYPES",
     "NON_ARRAY_TYPES",
     "SCALAR_TYPES",
@@ -43,6 +44,9 @@ __all__ = [
     "unhashable_fix",
     "union_fix",
 ]
+
+#: The `default=` policies a transform takes (the runtime's `_resolve.DEFAULTS`).
+DEFAULT_POLICIES: Final = ("infer", "static", "dynamic", "error")
 
 #: Types whose instances are arrays: traced under the "infer" policy.
 ARRAY_TYPES: Final = frozenset(

@@ -11,35 +11,63 @@ or ``disable_error_code = treespec-unhashable-static``):
 - ``treespec-unhashable-static``: a leaf type under ``Static[...]`` cannot be hashed.
 - ``treespec-non-array-dynamic``: a leaf type under ``Dynamic[...]``/``Donate[...]``
   cannot be traced.
-- ``treespec-nested-marker``: a marker directly inside another.
+- ``treespec-nested-marker``: a marker directly inside another (also a union
+  member marked otherwise inside a marked union).
 - ``treespec-conflicting-union``: a union (``Union``/``Optional`` or ``A | B``)
   whose members disagree on markers.
+- ``treespec-bare-marker``: a marker without its one type argument.
+- ``treespec-bad-flags``: a literal ``static_flags=`` at a transform's call that
+  the function cannot take (unknown parameter, too many entries, an entry that
+  is not a flag, ``True`` at an array-annotated parameter).
+- ``treespec-bad-default``: a literal ``default=`` that is not a policy.
 
-The plugin builds the runtime's spec nodes (``treespec._spec``) from mypy's types
-and asks ``treespec._rules`` for the same verdicts the runtime reads: one
-container table, one union rule, one judgement of leaf types. This module never
-imports JAX: ``treespec``'s ``__init__`` loads the runtime lazily.
+How it works, in three parts that keep to what mypy keeps (so a clean run, a
+warm-cache run and ``dmypy`` see the same):
+
+- Markers stay in the types. ``Static[int]`` is analysed to mypy's own
+  ``TypeAliasType`` of the ``Static`` alias, which mypy expands to ``int``
+  wherever it checks, and keeps through copies, generics, aliases and the
+  cache. ``Annotated[T, Marker.STATIC]`` (a marker recognised by its metadata
+  object's class) becomes the same. Nothing is remembered outside the types.
+- What a class body says that its symbol table does not (field specifiers
+  such as ``eqx.field(static=True)``, decorators, ``__hash__ = None``) is
+  written to ``info.metadata["treespec"]`` when mypy first analyses the class,
+  so the cache carries it to modules checked later.
+- Verdicts are the runtime's: the plugin builds the spec nodes of
+  ``treespec._spec`` from mypy's types and asks ``treespec._rules``
+  (``covered``, ``type_problem``, ``union_conflict``, ``marked_union_conflict``).
+
+The plugin never raises: an internal failure becomes a note and mypy goes on.
+This module never imports JAX: ``treespec``'s ``__init__`` loads the runtime
+lazily.
 """
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 from mypy.errorcodes import ErrorCode
 from mypy.nodes import (
     AssignmentStmt,
     CallExpr,
     ClassDef,
+    Decorator,
     DictExpr,
+    Expression,
     FuncDef,
+    MemberExpr,
     NameExpr,
+    OverloadedFuncDef,
     RefExpr,
     StrExpr,
+    TypeAlias,
     TypeInfo,
     Var,
 )
-from mypy.plugin import AnalyzeTypeContext, Plugin
+from mypy.plugin import AnalyzeTypeContext, ClassDefContext, FunctionContext, Plugin
 from mypy.types import (
     AnyType,
     CallableType,
@@ -59,9 +87,12 @@ from mypy.types import (
 
 from treespec._markers import Marker
 from treespec._rules import (
+    ARRAY_TYPES,
+    DEFAULT_POLICIES,
     MAPPING_TYPES,
     SEQUENCE_TYPES,
     covered,
+    marked_union_conflict,
     type_problem,
     union_conflict,
     union_fix,
@@ -92,33 +123,309 @@ NESTED_MARKER: Final = ErrorCode(
 CONFLICTING_UNION: Final = ErrorCode(
     "treespec-conflicting-union", "Union members disagree on markers", "treespec"
 )
+BARE_MARKER: Final = ErrorCode(
+    "treespec-bare-marker", "A marker without its type argument", "treespec"
+)
+BAD_FLAGS: Final = ErrorCode(
+    "treespec-bad-flags", "static_flags that the function cannot take", "treespec"
+)
+BAD_DEFAULT: Final = ErrorCode(
+    "treespec-bad-default", "An unknown default= policy", "treespec"
+)
 
-_MARKERS: Final = ("Static", "Dynamic", "Donate")
-_MARKER_FULLNAMES: Final = {
-    f"treespec{module}.{name}": name
-    for name in _MARKERS
-    for module in ("", "._markers")
+_MARKERS_MODULE: Final = "treespec._markers"
+#: The class of the marker objects (`Annotated` metadata), as mypy names it
+#: (an enum member's full name follows the name it was reached through).
+_MARKER_CLASSES: Final = frozenset({"treespec._markers.Marker", "treespec.Marker"})
+#: The marker aliases, by the full name mypy resolves them to (an import under
+#: another name, `from treespec import Static as S`, resolves to the same).
+_MARKER_ALIASES: Final = {
+    f"treespec{module}.{m.title}": m for m in Marker for module in ("", "._markers")
 }
-_UNIONS: Final = {
-    "typing.Union",
-    "typing.Optional",
-    "typing_extensions.Union",
-    "typing_extensions.Optional",
-}
-#: Types a marker hook returned: an outer marker leaves what they cover alone
-#: (the nearest marker wins). Kept alive here so their ids stay unique.
-_marked: dict[int, tuple[ProperType, str]] = {}
+_CANONICAL: Final = {m: f"{_MARKERS_MODULE}.{m.title}" for m in Marker}
+_ANNOTATED: Final = frozenset({"typing.Annotated", "typing_extensions.Annotated"})
+_UNIONS: Final = frozenset(
+    {
+        "typing.Union",
+        "typing.Optional",
+        "typing_extensions.Union",
+        "typing_extensions.Optional",
+    }
+)
+
+#: The per-class record the plugin keeps in `TypeInfo.metadata` (the cache
+#: carries it): `decorators` (full names), `static` (fields a specifier makes
+#: pytree metadata), `hash` ("none": the class makes its instances unhashable,
+#: "set": it makes them hashable, absent: inherited).
+_META: Final = "treespec"
+
+#: Decorators that register a dataclass as a pytree whose fields are children.
+_DATACLASS_PYTREES: Final = frozenset(
+    {
+        "treespec._dataclass.dataclass",
+        "treespec.dataclass",
+        "flax.struct.dataclass",
+        "jax.tree_util.register_dataclass",
+        "jax._src.tree_util.register_dataclass",
+        "chex._src.dataclass.dataclass",
+        "chex.dataclass",
+    }
+)
+#: Decorators that register a class as a pytree whose children the type does
+#: not show (its `tree_flatten` decides).
+_OPAQUE_PYTREES: Final = frozenset(
+    {
+        "jax.tree_util.register_pytree_node_class",
+        "jax._src.tree_util.register_pytree_node_class",
+        "jax.tree_util.register_pytree_with_keys_class",
+        "jax._src.tree_util.register_pytree_with_keys_class",
+        "jax.tree_util.register_static",
+        "jax._src.tree_util.register_static",
+    }
+)
+#: Bases whose subclasses are registered pytrees of their dataclass fields.
+_PYTREE_BASES: Final = frozenset(
+    {
+        "equinox._module._module.Module",
+        "equinox._module.Module",
+        "equinox.Module",
+        "flax.struct.PyTreeNode",
+    }
+)
+_FROZEN_DECORATORS: Final = frozenset(
+    {
+        "treespec._dataclass.dataclass",
+        "treespec.dataclass",
+        "flax.struct.dataclass",
+    }
+)
+
+#: How deep a type is followed before the rest is taken as `Any`.
+_MAX_DEPTH: Final = 40
 
 
-def _marker_name(t: Type) -> str | None:
-    if isinstance(t, UnboundType):
-        last = t.name.rsplit(".", 1)[-1]
-        return last if last in _MARKERS else None
+# -- what a class body says, recorded while mypy still has the body ----------
+
+
+def _dotted(expr: Expression) -> str | None:
+    if isinstance(expr, NameExpr):
+        return expr.name
+    if isinstance(expr, MemberExpr):
+        prefix = _dotted(expr.expr)
+        return f"{prefix}.{expr.name}" if prefix else None
     return None
 
 
-def _mro_names(info: TypeInfo) -> list[str]:
-    return [base.fullname for base in info.mro]
+def _resolve(api: Any, expr: Expression) -> str:
+    """The full name an expression refers to (resolved now, or by lookup)."""
+    if isinstance(expr, CallExpr):
+        expr = expr.callee
+    if isinstance(expr, RefExpr) and expr.fullname:
+        return expr.fullname
+    name = _dotted(expr)
+    if name is None:
+        return ""
+    sym = api.lookup_qualified(name, expr, suppress_errors=True)
+    node = getattr(sym, "node", None)
+    return str(getattr(node, "fullname", "") or "")
+
+
+def _is_literal(expr: object, value: bool) -> bool:
+    return isinstance(expr, NameExpr) and expr.name == str(value)
+
+
+def _says_static(name: str | None, arg: object) -> bool:
+    """A keyword of a field specifier that makes the field pytree metadata."""
+    if name == "static":  # equinox.field(static=True)
+        return _is_literal(arg, True)
+    if name == "pytree_node":  # flax.struct.field(pytree_node=False)
+        return _is_literal(arg, False)
+    if name == "metadata":  # dataclasses.field(metadata={"static": True})
+        if isinstance(arg, DictExpr):
+            return any(
+                isinstance(k, StrExpr) and k.value == "static" and _is_literal(v, True)
+                for k, v in arg.items
+            )
+        if isinstance(arg, CallExpr) and isinstance(arg.callee, NameExpr):
+            return arg.callee.name == "dict" and any(
+                n == "static" and _is_literal(a, True)
+                for n, a in zip(arg.arg_names, arg.args)
+            )
+    return False
+
+
+#: Registration functions, called on the class at the top of its module.
+_REGISTER_CALLS: Final = {
+    **{
+        f"jax{m}.tree_util.{name}": kind
+        for m in ("", "._src")
+        for name, kind in (
+            ("register_pytree_node", "jax.tree_util.register_pytree_node_class"),
+            ("register_pytree_with_keys", "jax.tree_util.register_pytree_node_class"),
+            ("register_static", "jax.tree_util.register_static"),
+            ("register_dataclass", "jax.tree_util.register_dataclass"),
+        )
+    },
+}
+
+
+def _registered_by_call(api: Any, defn: ClassDef) -> tuple[set[str], list[str]]:
+    """`jax.tree_util.register_pytree_node(Cls, ...)` (and its kin) at the top of
+    the class's module: as if the class were decorated; `meta_fields=` of
+    `register_dataclass` are static fields."""
+    from mypy.nodes import ExpressionStmt, ListExpr, TupleExpr
+
+    module = getattr(api, "cur_mod_node", None)
+    if module is None or getattr(api, "is_stub_file", True):
+        return set(), []
+    found: set[str] = set()
+    meta: list[str] = []
+    # The call comes after the class: start there (the statements are in order).
+    start = bisect.bisect_left(module.defs, defn.line, key=lambda stmt: stmt.line)
+    for stmt in module.defs[start:]:
+        if not isinstance(stmt, ExpressionStmt) or not isinstance(stmt.expr, CallExpr):
+            continue
+        call = stmt.expr
+        if not call.args or not (
+            isinstance(call.args[0], NameExpr) and call.args[0].name == defn.name
+        ):
+            continue
+        kind = _REGISTER_CALLS.get(_resolve(api, call.callee))
+        if kind is None:
+            continue
+        found.add(kind)
+        for name, arg in zip(call.arg_names, call.args):
+            if name == "meta_fields" and isinstance(arg, (ListExpr, TupleExpr)):
+                meta.extend(e.value for e in arg.items if isinstance(e, StrExpr))
+    return found, meta
+
+
+def _hash_verdict(defn: ClassDef, decorators: list[tuple[str, Expression]]) -> str:
+    """What the class itself does to `__hash__`: "none", "set" or "" (inherits)."""
+    defines_eq = False
+    for stmt in defn.defs.body:
+        if isinstance(stmt, AssignmentStmt) and any(
+            isinstance(t, NameExpr) and t.name == "__hash__" for t in stmt.lvalues
+        ):
+            rvalue = stmt.rvalue
+            return (
+                "none"
+                if isinstance(rvalue, NameExpr) and rvalue.name == "None"
+                else "set"
+            )
+        name = getattr(stmt, "name", None)
+        if isinstance(stmt, (FuncDef, Decorator, OverloadedFuncDef)):
+            if name == "__hash__":
+                return "set"
+            defines_eq = defines_eq or name == "__eq__"
+    for fullname, expr in decorators:
+        if fullname in _FROZEN_DECORATORS:
+            return "set"
+        if fullname == "dataclasses.dataclass":
+            flags = {"eq": True, "frozen": False, "unsafe_hash": False}
+            if isinstance(expr, CallExpr):
+                for arg_name, arg in zip(expr.arg_names, expr.args):
+                    if arg_name in flags:
+                        flags[arg_name] = _is_literal(arg, True)
+            if flags["unsafe_hash"] or (flags["eq"] and flags["frozen"]):
+                return "set"
+            return "none" if flags["eq"] else ""
+    return "none" if defines_eq else ""
+
+
+def _record_class(ctx: ClassDefContext) -> None:
+    """Keep what the class body says in the class's metadata (cached by mypy)."""
+    try:
+        defn = ctx.cls
+        api = ctx.api
+        if getattr(api, "is_stub_file", False):
+            # A stub registers no pytree and has no field specifiers; what it
+            # says of __hash__ is in its symbol table.
+            return
+        decorators = [(_resolve(api, d), d) for d in defn.decorators]
+        static: list[str] = []
+        for stmt in defn.defs.body:
+            if isinstance(stmt, AssignmentStmt) and isinstance(stmt.rvalue, CallExpr):
+                call = stmt.rvalue
+                if any(_says_static(n, a) for n, a in zip(call.arg_names, call.args)):
+                    static.extend(
+                        lv.name for lv in stmt.lvalues if isinstance(lv, NameExpr)
+                    )
+        registered, meta_fields = _registered_by_call(api, defn)
+        static.extend(meta_fields)
+        record: dict[str, Any] = {
+            "decorators": sorted({name for name, _ in decorators if name} | registered),
+            "static": static,
+        }
+        verdict = _hash_verdict(defn, decorators)
+        if verdict:
+            record["hash"] = verdict
+        defn.info.metadata[_META] = record
+        _expose(api, defn, record)
+    except Exception:
+        pass
+
+
+#: The class attribute that shows the record to mypy's fine-grained daemon.
+_EXPOSED: Final = "__treespec__"
+
+
+def _expose(api: Any, defn: ClassDef, record: dict[str, Any]) -> None:
+    """Show a pytree class's record in its symbol table, as a plugin-generated
+    ClassVar whose type is the record as a Literal string: `dmypy` compares
+    symbol tables (not metadata) to know what changed, so an edited field
+    specifier then rechecks the modules that use the class. Only for pytree
+    classes of source files (never a protocol: a member there is structural).
+    """
+    registered = set(record["decorators"]) & (
+        _DATACLASS_PYTREES | _OPAQUE_PYTREES | {"dataclasses.dataclass"}
+    )
+    info = defn.info
+    if (
+        not (record["static"] or registered)
+        or getattr(api, "is_stub_file", True)
+        or info.is_protocol
+        or any(
+            b.fullname in ("typing.Protocol", "typing_extensions.Protocol")
+            for b in info.mro
+        )
+    ):
+        return
+    import json
+
+    from mypy.nodes import MDEF, SymbolTableNode
+
+    text = json.dumps(record, sort_keys=True)
+    var = Var(_EXPOSED, LiteralType(text, api.named_type("builtins.str")))
+    var.info = info
+    var._fullname = f"{info.fullname}.{_EXPOSED}"
+    var.is_classvar = True
+    var.is_ready = True
+    info.names[_EXPOSED] = SymbolTableNode(MDEF, var, plugin_generated=True)
+
+
+def _meta(info: TypeInfo) -> dict[str, Any] | None:
+    record = info.metadata.get(_META)
+    return record if isinstance(record, dict) else None
+
+
+def _class_hashable(info: TypeInfo) -> bool:
+    """Whether instances of the class can be hashed, as far as mypy can tell."""
+    for base in info.mro[:-1]:
+        record = _meta(base)
+        node = base.names.get("__hash__")
+        if node is not None:
+            if record is not None and record.get("hash") == "none":
+                return False
+            return not isinstance(
+                get_proper_type(getattr(node.node, "type", None)), NoneType
+            )
+        if record is not None:
+            if record.get("hash") in ("none", "set"):
+                return bool(record["hash"] == "set")
+        elif "dataclass" in base.metadata:
+            return bool(base.metadata["dataclass"].get("frozen", False))
+    return True
 
 
 def _is_dataclass(info: TypeInfo) -> bool:
@@ -129,294 +436,335 @@ def _is_dataclass(info: TypeInfo) -> bool:
     )
 
 
-def _is_true(expr: object, value: bool) -> bool:
-    return isinstance(expr, NameExpr) and expr.fullname == f"builtins.{value}"
+def _pytree_kind(info: TypeInfo) -> str:
+    """Either "fields" (a registered dataclass-like pytree), "opaque" (a registered
+    pytree of unknown children), "unknown" (no record) or "" (not a pytree)."""
+    record = _meta(info)
+    if record is None:
+        return "unknown"
+    decorators = set(record.get("decorators", ()))
+    if decorators & _OPAQUE_PYTREES:
+        return "opaque"
+    if decorators & _DATACLASS_PYTREES:
+        return "fields"
+    if any(base.fullname in _PYTREE_BASES for base in info.mro):
+        return "fields"
+    return ""
 
 
-def _says_static(name: str | None, arg: object) -> bool:
-    """A keyword of a field specifier that makes the field pytree metadata."""
-    if name == "static":  # equinox.field(static=True)
-        return _is_true(arg, True)
-    if name == "pytree_node":  # flax.struct.field(pytree_node=False)
-        return _is_true(arg, False)
-    if name == "metadata":  # dataclasses.field(metadata={"static": True})
-        if isinstance(arg, DictExpr):
-            return any(
-                isinstance(k, StrExpr) and k.value == "static" and _is_true(v, True)
-                for k, v in arg.items
-            )
-        if isinstance(arg, CallExpr) and isinstance(arg.callee, RefExpr):
-            return arg.callee.fullname == "builtins.dict" and any(
-                n == "static" and _is_true(a, True)
-                for n, a in zip(arg.arg_names, arg.args)
-            )
-    return False
-
-
-def _metadata_fields(info: TypeInfo) -> set[str]:
-    """Fields whose specifier makes them pytree metadata: static, never leaves."""
+def _static_fields(info: TypeInfo) -> set[str]:
     names: set[str] = set()
-    for stmt in info.defn.defs.body:
-        if not isinstance(stmt, AssignmentStmt) or not isinstance(
-            stmt.rvalue, CallExpr
-        ):
-            continue
-        call = stmt.rvalue
-        if any(_says_static(n, a) for n, a in zip(call.arg_names, call.args)):
-            names.update(lv.name for lv in stmt.lvalues if isinstance(lv, NameExpr))
+    for base in info.mro:
+        record = _meta(base)
+        if record is not None:
+            names.update(record.get("static", ()))
     return names
 
 
-def _fields(t: Instance) -> dict[str, tuple[Type, bool]]:
-    """`{name: (type, is pytree metadata)}` of a dataclass-like Instance's fields.
-
-    Generics are expanded. Metadata fields (`equinox.field(static=True)`,
-    `flax.struct.field(pytree_node=False)`, `metadata={"static": True}`) are
-    never leaves at runtime, whatever the marker around the class.
-    """
+def _fields(t: Instance) -> dict[str, Type]:
+    """`{name: type}` of a dataclass-like Instance's fields, generics expanded,
+    pytree metadata fields left out (never leaves, whatever the marker)."""
     # Imported here: importing it before mypy.types is a circular import.
     from mypy.expandtype import expand_type_by_instance
 
-    if not _is_dataclass(t.type):
-        return {}
-    out = {}
+    static = _static_fields(t.type)
+    out: dict[str, Type] = {}
     for base in reversed(t.type.mro[:-1]):
-        metadata = _metadata_fields(base)
-        for name, node in base.names.items():
-            var = node.node
+        attributes = base.metadata.get("dataclass", {}).get("attributes")
+        wanted = (
+            {a.get("name") for a in attributes}
+            if isinstance(attributes, list)
+            else None
+        )
+        for name, sym in base.names.items():
+            var = sym.node
             if (
                 isinstance(var, Var)
                 and var.type is not None
                 and not var.is_classvar
                 and not name.startswith("__")
+                and (wanted is None or name in wanted)
             ):
-                out[name] = (expand_type_by_instance(var.type, t), name in metadata)
+                out[name] = expand_type_by_instance(var.type, t)
+    for name in static:
+        out.pop(name, None)
     return out
 
 
-_FROZEN_DECORATORS: Final = {
-    "treespec._dataclass.dataclass",
-    "treespec.dataclass",
-    "flax.struct.dataclass",
-}
+# -- spec nodes from mypy's types ---------------------------------------------
 
 
-def _decorator_says(info: TypeInfo) -> bool | None:
-    """True/False when a decorator on the class settles whether it is hashable."""
-    for decorator in info.defn.decorators:
-        call = decorator if isinstance(decorator, CallExpr) else None
-        target = call.callee if call is not None else decorator
-        name = target.fullname if isinstance(target, RefExpr) else ""
-        if name in _FROZEN_DECORATORS:
+def _expand_once(t: TypeAliasType) -> Type:
+    expand = getattr(t, "_expand_once", None)
+    return expand() if expand is not None else get_proper_type(t)
+
+
+def _marker_of_alias(t: TypeAliasType) -> Marker | None:
+    return _MARKER_ALIASES.get(t.alias.fullname) if t.alias is not None else None
+
+
+#: Containers whose instances cannot be hashed (a pytree of them can be static,
+#: but an object holding one cannot be hashed).
+_UNHASHABLE_CONTAINERS: Final = frozenset(
+    {
+        "builtins.list",
+        "builtins.dict",
+        "collections.OrderedDict",
+        "collections.defaultdict",
+    }
+)
+
+
+def _hashes(node: Node, seen: set[int]) -> bool:
+    """Whether a value of the node's type can be hashed as one object (a field
+    of a class that is a leaf to JAX): no list or dict anywhere inside."""
+    if isinstance(node, SequenceNode):
+        if node.container in _UNHASHABLE_CONTAINERS:
+            return False
+        return all(_hashes(child, seen) for _, child in node.children())
+    if isinstance(node, MappingNode):
+        if node.is_typeddict or node.cls in _UNHASHABLE_CONTAINERS:
+            return False
+        return node.values is None or _hashes(node.values, seen)
+    if isinstance(node, _ClassBacked):
+        if node.hashable is False:
+            return False
+        if id(node.body) in seen:
             return True
-        if name != "dataclasses.dataclass":
-            continue
-        flags = {"eq": True, "frozen": False, "unsafe_hash": False}
-        if call is not None:
-            for arg_name, arg in zip(call.arg_names, call.args):
-                if arg_name in flags and isinstance(arg, NameExpr):
-                    flags[arg_name] = arg.fullname == "builtins.True"
-        return flags["frozen"] or flags["unsafe_hash"] or not flags["eq"]
-    return None
-
-
-def _hash_set_to_none(info: TypeInfo) -> bool:
-    """`__hash__ = None` in the class body (its type is not inferred yet)."""
-    for stmt in info.defn.defs.body:
-        if (
-            isinstance(stmt, AssignmentStmt)
-            and any(
-                isinstance(t, NameExpr) and t.name == "__hash__" for t in stmt.lvalues
-            )
-            and isinstance(stmt.rvalue, NameExpr)
-            and stmt.rvalue.fullname == "builtins.None"
-        ):
-            return True
-    node = info.names["__hash__"].node
-    return isinstance(get_proper_type(getattr(node, "type", None)), NoneType)
-
-
-def _unhashable_class(info: TypeInfo) -> bool:
-    """A class whose instances cannot be hashed (`__hash__` is None)."""
-    for base in info.mro[:-1]:
-        if "__hash__" in base.names:
-            return _hash_set_to_none(base)
-        if "dataclass_tag" in base.metadata or "dataclass" in base.metadata:
-            settled = _decorator_says(base)
-            if settled is not None:
-                return not settled
-            meta = base.metadata.get("dataclass")
-            if meta is not None:
-                return not meta.get("frozen", False)
-    return False
-
-
-#: How deep a type is followed before the rest is taken as `Any` (a recursive
-#: alias expands anew at every level).
-_MAX_DEPTH: Final = 40
+        seen.add(id(node.body))
+        return all(_hashes(child, seen) for _, child in node.children())
+    if isinstance(node, UnionNode):
+        return all(_hashes(member, seen) for member in node.members)
+    return type_problem(node, Marker.STATIC) is None
 
 
 class _Builder:
     """Builds the shared spec nodes (`treespec._spec`) from mypy's types.
 
-    One per marker hook call: class nodes are cached by full name and type
-    arguments (mypy makes new type objects on every expansion), so a
-    recursive class is one node that refers to itself; a recursive alias is
-    cut at its second expansion, and anything deeper than `_MAX_DEPTH` is
-    `Any`.
+    One per check: class nodes are cached by full name and type arguments
+    (mypy makes new type objects on every expansion), so a recursive class is
+    one node that refers to itself; a recursive alias is cut at its second
+    expansion, and anything deeper than `_MAX_DEPTH` is `Any`.
     """
 
     def __init__(self) -> None:
         self.classes: dict[tuple[str, str], _ClassBacked] = {}
         self.aliases: set[str] = set()
+        self.hashing: set[tuple[str, str]] = set()
+        #: The classes looked into: the check depends on them (`dmypy`).
+        self.visited: set[str] = set()
 
-    def node(self, t: Type, depth: int = 0, top: bool = True) -> Node:
+    def node(self, t: Type, depth: int = 0) -> Node:
         if depth > _MAX_DEPTH:
             return AnyNode()
-        if isinstance(t, TypeAliasType) and t.alias is not None:
+        if isinstance(t, TypeAliasType):
+            if t.alias is None:
+                return AnyNode()
+            marker = _marker_of_alias(t)
+            if marker is not None:
+                inner = self.node(t.args[0], depth + 1) if t.args else AnyNode()
+                if inner.marker is not None:
+                    return inner  # reported where it was written
+                text = f"{marker.title}[{inner.text or 'Any'}]"
+                return inner.with_marker(marker, text)
             name = f"{t.alias.fullname}[{', '.join(map(str, t.args))}]"
             if name in self.aliases:
                 return AnyNode(text=t.alias.name)
             self.aliases.add(name)
             try:
-                return self.node(get_proper_type(t), depth + 1, top)
+                return self.node(_expand_once(t), depth + 1)
             finally:
                 self.aliases.discard(name)
-        proper = get_proper_type(t)
-        inner = None if top else _marked.get(id(proper))
-        node = self._unmarked(proper, depth)
-        if inner is not None:
-            return node.with_marker(Marker(inner[1].lower()), node.text)
-        return node
+        return self._proper(get_proper_type(t), depth + 1)
 
-    def _unmarked(self, proper: ProperType, depth: int) -> Node:
-        deeper = depth + 1
+    def _proper(self, proper: ProperType, depth: int) -> Node:
         if isinstance(proper, NoneType):
             return NoneNode(text="None")
         if isinstance(proper, UnionType):
-            members = tuple(self.node(i, deeper, top=False) for i in proper.items)
-            return UnionNode(members=members)
+            members = tuple(self.node(i, depth) for i in proper.items)
+            return UnionNode(members=members, text=" | ".join(m.text for m in members))
         if isinstance(proper, TupleType):
-            items = tuple(self.node(i, deeper, top=False) for i in proper.items)
-            return SequenceNode(container="builtins.tuple", items=items)
+            items = tuple(self.node(i, depth) for i in proper.items)
+            return SequenceNode(container="builtins.tuple", items=items, text="tuple")
         if isinstance(proper, TypedDictType):
             typed = MappingNode(cls=proper.fallback.type.fullname, text="TypedDict")
             for key, item in proper.items.items():
-                typed.body.fields[key] = self.node(item, deeper, top=False)
+                typed.body.fields[key] = self.node(item, depth)
             return typed
         if isinstance(proper, CallableType):
             return LeafNode(text="a callable", category="callable")
         if isinstance(proper, LiteralType):
             return LeafNode(text="a Literal", category="literal")
         if isinstance(proper, Instance):
-            return self._instance(proper, deeper)
+            return self._instance(proper, depth)
         return AnyNode()
 
     def _instance(self, t: Instance, depth: int) -> Node:
+        # Imported here: importing it before mypy.types is a circular import.
+        from mypy.maptype import map_instance_to_supertype
+
         info = t.type
         fullname = info.fullname
+        self.visited.add(fullname)
+        if fullname == "builtins.object":
+            return AnyNode(text="object")  # the runtime takes it as Any
         if fullname in SEQUENCE_TYPES or fullname in MAPPING_TYPES:
             mapping = fullname in MAPPING_TYPES
             args = t.args[1:] if mapping else t.args
-            child = self.node(args[-1], depth, top=False) if args else AnyNode()
+            child = self.node(args[-1], depth) if args else AnyNode()
             if mapping:
                 return MappingNode(cls=fullname, values=child, text=info.name)
             return SequenceNode(container=fullname, rest=child, text=info.name)
-        hashable = not _unhashable_class(info)
-        fields = _fields(t)
-        if not fields:
-            names = tuple(_mro_names(info))
-            return LeafNode(text=info.name, type_names=names, hashable=hashable)
-        key = (fullname, ", ".join(map(str, t.args)))
+        if _is_dataclass(info):
+            kind = _pytree_kind(info)
+            if kind == "opaque":
+                return AnyNode(text=info.name)
+            if kind in ("fields", "unknown"):
+                return self._class(t, depth)
+            return self._leaf(t, depth, _fields(t))
+        kind = _pytree_kind(info)
+        if kind == "opaque":
+            return AnyNode(text=info.name)
+        if info.is_protocol:
+            return AnyNode(text=info.name)  # abstract: its values may be pytrees
+        mapping_base = next((b for b in info.mro if b.fullname in MAPPING_TYPES), None)
+        if mapping_base is not None:  # a Mapping class (flax's FrozenDict)
+            args = map_instance_to_supertype(t, mapping_base).args
+            child = self.node(args[-1], depth) if args else AnyNode()
+            return MappingNode(cls=fullname, values=child, text=info.name)
+        return self._leaf(t, depth, {})
+
+    def _leaf(self, t: Instance, depth: int, fields: dict[str, Type]) -> LeafNode:
+        """A class the runtime keeps a leaf; hashable if it and its fields are."""
+        info = t.type
+        hashable = _class_hashable(info)
+        key = (info.fullname, ", ".join(map(str, t.args)))
+        if hashable and fields and key not in self.hashing:
+            self.hashing.add(key)
+            try:
+                hashable = all(
+                    _hashes(self.node(field, depth), set()) for field in fields.values()
+                )
+            finally:
+                self.hashing.discard(key)
+        names = tuple(base.fullname for base in info.mro)
+        return LeafNode(text=info.name, type_names=names, hashable=hashable)
+
+    def _class(self, t: Instance, depth: int) -> Node:
+        info = t.type
+        key = (info.fullname, ", ".join(map(str, t.args)))
         cached = self.classes.get(key)
         if cached is not None:
             return cached
-        node = ClassNode(cls=fullname, text=info.name, hashable=hashable)
+        # A registered pytree is flattened, never hashed whole: under Static
+        # its leaves are judged, not the class (as at run time).
+        node = ClassNode(cls=info.fullname, text=info.name)
         self.classes[key] = node
-        for name, (field, metadata) in fields.items():
-            # Metadata fields live in the tree structure, never as leaves
-            # (static whatever the marker; JAX compares them by ==).
-            if not metadata:
-                node.body.fields[name] = self.node(field, depth, top=False)
+        for name, field in _fields(t).items():
+            node.body.fields[name] = self.node(field, depth)
         return node
 
 
-def _analyze_marker(marker: str) -> Callable[[AnalyzeTypeContext], Type]:
-    code = UNHASHABLE_STATIC if marker == "Static" else NON_ARRAY_DYNAMIC
-
-    def hook(ctx: AnalyzeTypeContext) -> Type:
-        args = ctx.type.args
-        if len(args) != 1:
-            ctx.api.fail(f"{marker}[...] takes exactly one type", ctx.context)
-            return AnyType(TypeOfAny.from_error)
-        inner = _marker_name(args[0])
-        if inner is not None:
-            fix = (
-                f"write {marker}[...] once"
-                if inner == marker
-                else f"keep one of {inner}[...] and {marker}[...]"
-            )
-            ctx.api.fail(
-                f"{marker}[{inner}[...]]: a marker directly inside another; {fix}. "
-                "(A marker further down, inside a container, is fine: the nearest "
-                "one wins.)",
-                ctx.context,
-                code=NESTED_MARKER,
-            )
-        _check_pep604_unions(ctx)
-        analyzed = ctx.api.analyze_type(args[0])
-
-        reported: set[str] = set()
-
-        def report(message: str) -> None:
-            if message not in reported:
-                reported.add(message)
-                ctx.api.fail(f"{marker}[...]: {message}", ctx.context, code=code)
-
-        node = _Builder().node(analyzed)
-        for place in covered(node):
-            problem = type_problem(place, Marker(marker.lower()))
-            if problem is not None:
-                report(problem)
-        proper = get_proper_type(analyzed)
-        _marked[id(proper)] = (proper, marker)
-        return analyzed
-
-    return hook
+# -- markers in raw (unanalysed) annotations ----------------------------------
 
 
-def _disagreement(items: list[Type]) -> str | None:
-    """The markers of a union's members, when they disagree (None aside)."""
-    members: list[Node] = []
-    for item in items:
-        if (
-            isinstance(item, UnboundType) and item.name.rsplit(".", 1)[-1] == "None"
-        ) or isinstance(get_proper_type(item), NoneType):
-            members.append(NoneNode())
-        else:
-            name = _marker_name(item)
-            marker = Marker(name.lower()) if name else None
-            text = (
-                str(item.args[0])
-                if name and isinstance(item, UnboundType) and item.args
-                else str(item)
-            )
-            members.append(AnyNode(marker=marker, text=text))
-    if union_conflict(members) is None:
+def _lookup(api: Any, name: str, context: Any) -> Any:
+    try:
+        sym = api.lookup_qualified(name, context, suppress_errors=True)
+    except Exception:
         return None
-    return ", ".join(
-        (m.marker.title if m.marker else "no marker")
-        for m in members
-        if not isinstance(m, NoneNode)
-    )
+    return getattr(sym, "node", None)
 
 
-def _union_message(shown: str) -> str:
-    return f"Union members disagree on markers ({shown}). {union_fix()}"
+def _metadata_markers(api: Any, args: list[Type]) -> list[Marker]:
+    """Markers among `Annotated` metadata, known by their class's full name."""
+    found = []
+    for arg in args:
+        name = None
+        if isinstance(arg, UnboundType):
+            name = arg.name
+        if not name:
+            continue
+        node = _lookup(api, name, arg)
+        fullname = str(getattr(node, "fullname", "") or "")
+        if (
+            isinstance(node, Var)
+            and fullname.rpartition(".")[0] in _MARKER_CLASSES
+            and node.name in Marker.__members__
+        ):
+            found.append(Marker[node.name])
+    return found
 
 
-def _raw_types(statement: object) -> list[Type]:
+def _analysed_marker(t: Type | None) -> Marker | None:
+    """The marker at the top of an analysed type (through aliases)."""
+    for _ in range(_MAX_DEPTH):
+        if not isinstance(t, TypeAliasType) or t.alias is None:
+            return None
+        marker = _marker_of_alias(t)
+        if marker is not None:
+            return marker
+        t = t.alias.target
+    return None
+
+
+def _raw_marker(api: Any, t: Type) -> Marker | None:
+    """The marker at the top of an unanalysed annotation, resolving names."""
+    for _ in range(_MAX_DEPTH):
+        if not isinstance(t, UnboundType):
+            return None
+        node = _lookup(api, t.name, t)
+        fullname = getattr(node, "fullname", "")
+        if fullname in _MARKER_ALIASES:
+            return _MARKER_ALIASES[fullname]
+        if fullname in _ANNOTATED and t.args:
+            markers = _metadata_markers(api, list(t.args[1:]))
+            if markers:
+                return markers[0]
+            t = t.args[0]
+            continue
+        if isinstance(node, TypeAlias):
+            return _analysed_marker(node.target)
+        return None
+    return None
+
+
+def _is_none(api: Any, t: Type) -> bool:
+    if isinstance(t, NoneType):
+        return True
+    return isinstance(t, UnboundType) and t.name in ("None", "builtins.None")
+
+
+def _union_members(api: Any, t: Type) -> list[Type] | None:
+    """The members of a raw union (`A | B`, `Union[...]`, `Optional[...]`)."""
+    if isinstance(t, UnionType):
+        return list(t.items)
+    if isinstance(t, UnboundType) and t.args:
+        fullname = getattr(_lookup(api, t.name, t), "fullname", "")
+        if fullname in _UNIONS:
+            members = list(t.args)
+            if fullname.endswith("Optional"):
+                members.append(NoneType())
+            return members
+    return None
+
+
+def _raw_children(t: Type) -> list[Type]:
+    if isinstance(t, UnionType):
+        return list(t.items)
+    if isinstance(t, UnboundType):
+        return list(t.args)
+    if isinstance(t, CallableType):
+        return [*t.arg_types, t.ret_type]
+    if isinstance(t, TupleType):
+        return list(t.items)
+    return []
+
+
+def _raw_types(statement: object, api: Any) -> list[Type]:
     """The annotations of the statement being analysed, before analysis."""
+    if isinstance(statement, Decorator):
+        statement = statement.func
     if isinstance(statement, FuncDef) and isinstance(
         statement.unanalyzed_type, CallableType
     ):
@@ -428,49 +776,506 @@ def _raw_types(statement: object) -> list[Type]:
             for s in statement.defs.body
             if isinstance(s, AssignmentStmt) and s.unanalyzed_type is not None
         ]
-    if isinstance(statement, AssignmentStmt) and statement.unanalyzed_type:
-        return [statement.unanalyzed_type]
+    if isinstance(statement, AssignmentStmt):
+        found = []
+        if statement.unanalyzed_type is not None:
+            found.append(statement.unanalyzed_type)
+        # A type alias (`X = ...`, `X: TypeAlias = ...`): its value, as a type.
+        from mypy.exprtotype import TypeTranslationError, expr_to_unanalyzed_type
+
+        options = getattr(api, "options", None)
+        if options is not None:
+            with contextlib.suppress(TypeTranslationError, Exception):
+                found.append(expr_to_unanalyzed_type(statement.rvalue, options))
+        return found
     return []
 
 
-_checked_unions: set[tuple[str, int, int]] = set()
-
-
-def _check_pep604_unions(ctx: AnalyzeTypeContext) -> None:
-    """`A | B` unions reach no plugin hook: look for them when a marker is seen.
-
-    The statement being analysed (a function, a class body) still holds its
-    unanalysed annotations; their `|` unions are checked once each.
+def _check_unions(ctx: AnalyzeTypeContext) -> None:
+    """Unions reach no hook of their own (`A | B`), and mypy's own analysis of
+    `Union[...]` is left alone: when a marker is analysed, the statement's raw
+    annotations are searched for unions whose members disagree. (Each union
+    may be reported from several markers; mypy shows a message once a line.)
     """
-    semantic = getattr(ctx.api, "api", None)
-    module = str(getattr(semantic, "cur_mod_id", ""))
-    stack = _raw_types(getattr(semantic, "statement", None))
-    while stack:
+    analyzer = ctx.api
+    semantic = getattr(analyzer, "api", None)
+    stack = _raw_types(getattr(semantic, "statement", None), analyzer)
+    seen = 0
+    while stack and seen < 10_000:
+        seen += 1
         t = stack.pop()
-        if isinstance(t, UnionType):
-            stack.extend(t.items)
-            place = (module, t.line, t.column)
-            if t.uses_pep604_syntax and place not in _checked_unions:
-                _checked_unions.add(place)
-                shown = _disagreement(list(t.items))
-                if shown is not None:
-                    ctx.api.fail(_union_message(shown), t, code=CONFLICTING_UNION)
-        elif isinstance(t, UnboundType):
-            stack.extend(t.args)
-        elif isinstance(t, CallableType):
-            stack.extend([*t.arg_types, t.ret_type])
-        elif isinstance(t, TupleType):
-            stack.extend(t.items)
+        stack.extend(_raw_children(t))
+        members = _union_members(analyzer, t)
+        if members is None:
+            continue
+        nodes: list[Node] = []
+        for member in members:
+            if _is_none(analyzer, member):
+                nodes.append(NoneNode())
+                continue
+            marker = _raw_marker(analyzer, member)
+            text = (
+                str(member.args[0])
+                if marker is not None
+                and isinstance(member, UnboundType)
+                and len(member.args) == 1
+                and (
+                    getattr(_lookup(analyzer, member.name, member), "fullname", "")
+                    in _MARKER_ALIASES
+                )
+                else str(member)
+            )
+            nodes.append(AnyNode(marker=marker, text=text))
+        if union_conflict(nodes) is None:
+            continue
+        shown = ", ".join(
+            (m.marker.title if m.marker else "no marker")
+            for m in nodes
+            if not isinstance(m, NoneNode)
+        )
+        context = t if t.line >= 0 else getattr(semantic, "statement", ctx.context)
+        analyzer.fail(_union_message(shown), context, code=CONFLICTING_UNION)
 
 
-def _analyze_union(ctx: AnalyzeTypeContext) -> Type:
-    args = list(ctx.type.args)
-    if ctx.type.name.rsplit(".", 1)[-1] == "Optional" and len(args) == 1:
-        args.append(NoneType())
-    shown = _disagreement(args)
-    if shown is not None:
-        ctx.api.fail(_union_message(shown), ctx.context, code=CONFLICTING_UNION)
-    return UnionType.make_union([ctx.api.analyze_type(a) for a in args])
+def _union_message(shown: str) -> str:
+    return f"Union members disagree on markers ({shown}). {union_fix()}"
+
+
+# -- the checks under a marker --------------------------------------------------
+
+
+def _depend_on(ctx: AnalyzeTypeContext, classes: set[str]) -> None:
+    """Recheck this place when one of these classes changes (`dmypy`)."""
+    semantic = getattr(ctx.api, "api", None)
+    add = getattr(semantic, "add_plugin_dependency", None)
+    if add is None:
+        return
+    for fullname in classes:
+        if not fullname.startswith("builtins."):
+            # A changed class attribute triggers its own name, not the class.
+            add(f"<{fullname}.{_EXPOSED}>")
+
+
+def _nested_message(outer: Marker, inner: Marker) -> str:
+    fix = (
+        f"write {outer.title}[...] once"
+        if inner is outer
+        else f"keep one of {inner.title}[...] and {outer.title}[...]"
+    )
+    return (
+        f"{outer.title}[{inner.title}[...]]: a marker directly inside another; "
+        f"{fix}. (A marker further down, inside a container, is fine: the "
+        "nearest one wins.)"
+    )
+
+
+def _check_marked(
+    ctx: AnalyzeTypeContext, marker: Marker, analyzed: Type, extra: list[Marker]
+) -> None:
+    """The verdicts on `marker[analyzed]`, reported on the marker."""
+    fail = ctx.api.fail
+    for other in extra:  # Annotated[T, Marker.STATIC, Marker.DYNAMIC]
+        fail(_nested_message(marker, other), ctx.context, code=NESTED_MARKER)
+    builder = _Builder()
+    node = builder.node(analyzed)
+    _depend_on(ctx, builder.visited)
+    if node.marker is not None:
+        fail(_nested_message(marker, node.marker), ctx.context, code=NESTED_MARKER)
+        return
+    if isinstance(node, UnionNode) and union_conflict(node.members) is None:
+        member = marked_union_conflict(node, marker)
+        if member is not None and member.marker is not None:
+            fail(
+                f"{marker.title}[...]: the union member {member.text} has its own "
+                f"marker inside {marker.title}[...], a marker directly inside "
+                f"another. {union_fix()}",
+                ctx.context,
+                code=NESTED_MARKER,
+            )
+    code = UNHASHABLE_STATIC if marker is Marker.STATIC else NON_ARRAY_DYNAMIC
+    reported: set[str] = set()
+    for place in covered(node.with_marker(marker, node.text)):
+        problem = type_problem(place, marker)
+        if problem is not None and problem not in reported:
+            reported.add(problem)
+            fail(f"{marker.title}[...]: {problem}", ctx.context, code=code)
+
+
+def _internal_note(ctx: AnalyzeTypeContext, error: BaseException) -> None:
+    try:
+        note = getattr(ctx.api, "note", None)
+        if note is not None:
+            note(
+                f"treespec: this annotation was not checked (internal "
+                f"{type(error).__name__}); please report it",
+                ctx.context,
+            )
+    except Exception:
+        pass
+
+
+def _guarded(ctx: AnalyzeTypeContext, check: Callable[[], None]) -> None:
+    try:
+        check()
+    except Exception as error:
+        _internal_note(ctx, error)
+
+
+def _alias_type(ctx: AnalyzeTypeContext, fullname: str, inner: Type) -> Type:
+    """`inner` wrapped in the marker alias, as mypy itself would build it."""
+    try:
+        semantic = getattr(ctx.api, "api", None)
+        sym = semantic.lookup_fully_qualified_or_none(fullname) if semantic else None
+        node = getattr(sym, "node", None)
+        if isinstance(node, TypeAlias) and len(node.alias_tvars) == 1:
+            t = ctx.type
+            return TypeAliasType(node, [inner], line=t.line, column=t.column)
+    except Exception:
+        pass
+    return inner
+
+
+def _analyze_marker(marker: Marker) -> Callable[[AnalyzeTypeContext], Type]:
+    def hook(ctx: AnalyzeTypeContext) -> Type:
+        args = ctx.type.args
+        if len(args) != 1:
+            ctx.api.fail(
+                f"{marker.title}[...] takes exactly one type, e.g. "
+                f"{marker.title}[int]; a bare {marker.title} says nothing",
+                ctx.context,
+                code=BARE_MARKER,
+            )
+            return AnyType(TypeOfAny.from_error)
+        analyzed = ctx.api.analyze_type(args[0])
+        _guarded(ctx, lambda: _check_marked(ctx, marker, analyzed, []))
+        _guarded(ctx, lambda: _check_unions(ctx))
+        return _alias_type(ctx, _CANONICAL[marker], analyzed)
+
+    return hook
+
+
+def _analyze_annotated(fullname: str) -> Callable[[AnalyzeTypeContext], Type]:
+    def hook(ctx: AnalyzeTypeContext) -> Type:
+        analyzer: Any = ctx.api
+        t = ctx.type
+        special = getattr(analyzer, "try_analyze_special_unbound_type", None)
+        default = special(t, fullname) if special is not None else None
+        if default is None:  # not this mypy: what it does without the plugin
+            if not t.args:
+                return AnyType(TypeOfAny.from_error)
+            default = analyzer.analyze_type(t.args[0])
+        result: list[Type] = [default]
+
+        def check() -> None:
+            semantic = getattr(analyzer, "api", None)
+            if (
+                len(t.args) < 2
+                or getattr(semantic, "cur_mod_id", "") == _MARKERS_MODULE
+            ):
+                return
+            markers = _metadata_markers(analyzer, list(t.args[1:]))
+            if not markers:
+                return
+            _check_marked(ctx, markers[0], default, markers[1:])
+            _check_unions(ctx)
+            result[0] = _alias_type(ctx, _CANONICAL[markers[0]], default)
+
+        _guarded(ctx, check)
+        return result[0]
+
+    return hook
+
+
+# -- literal static_flags= and default= at a transform's call -----------------
+
+#: The transforms that take `static_flags=` and `default=`.
+_TRANSFORMS: Final = frozenset(
+    {
+        "treespec._jit.jit",
+        "treespec._grad.grad",
+        "treespec._grad.value_and_grad",
+        "treespec._vmap.vmap",
+        "treespec._vmap.pmap",
+        "treespec._checkpoint.checkpoint",
+        "treespec._shard_map.shard_map",
+    }
+)
+
+
+class _Entry:
+    """A literal flag entry: its kind ("bool", "none", "callable", "mapping",
+    "sequence", "bad", or "unknown" when not a literal) and its parts."""
+
+    __slots__ = ("expr", "items", "kind", "value")
+
+    def __init__(
+        self,
+        kind: str,
+        expr: Expression,
+        value: object = None,
+        items: list[tuple[object, _Entry]] | None = None,
+    ) -> None:
+        self.kind = kind
+        self.expr = expr
+        self.value = value
+        self.items = items or []
+
+
+def _entry(expr: Expression) -> _Entry:
+    from mypy.nodes import (
+        BytesExpr,
+        ComplexExpr,
+        FloatExpr,
+        IntExpr,
+        LambdaExpr,
+        ListExpr,
+        TupleExpr,
+    )
+
+    if isinstance(expr, NameExpr) and expr.fullname in (
+        "builtins.True",
+        "builtins.False",
+    ):
+        return _Entry("bool", expr, expr.fullname == "builtins.True")
+    if isinstance(expr, NameExpr) and expr.fullname == "builtins.None":
+        return _Entry("none", expr)
+    if isinstance(expr, (StrExpr, BytesExpr, IntExpr, FloatExpr, ComplexExpr)):
+        return _Entry("bad", expr, getattr(expr, "value", None))
+    if isinstance(expr, LambdaExpr):
+        return _Entry("callable", expr)
+    if isinstance(expr, RefExpr) and isinstance(
+        expr.node, (FuncDef, Decorator, OverloadedFuncDef)
+    ):
+        return _Entry("callable", expr)
+    if isinstance(expr, DictExpr):
+        items: list[tuple[object, _Entry]] = []
+        for key, value in expr.items:
+            if not isinstance(key, StrExpr):
+                return _Entry("unknown", expr)
+            items.append((key.value, _entry(value)))
+        return _Entry("mapping", expr, items=items)
+    if (
+        isinstance(expr, CallExpr)
+        and isinstance(expr.callee, RefExpr)
+        and expr.callee.fullname == "builtins.dict"
+        and expr.arg_names
+        and all(expr.arg_names)
+    ):
+        pairs = [(n, _entry(a)) for n, a in zip(expr.arg_names, expr.args)]
+        return _Entry("mapping", expr, items=list(pairs))
+    if isinstance(expr, (ListExpr, TupleExpr)):
+        return _Entry(
+            "sequence", expr, items=[(i, _entry(e)) for i, e in enumerate(expr.items)]
+        )
+    return _Entry("unknown", expr)
+
+
+def _is_array_node(node: Node) -> bool:
+    return isinstance(node, LeafNode) and any(n in ARRAY_TYPES for n in node.type_names)
+
+
+def _flag_child(node: Node, key: object) -> Node | None:
+    """The annotation node a prefix entry's key leads to, if known."""
+    if isinstance(node, _ClassBacked):
+        return node.fields.get(str(key)) if isinstance(key, str) else None
+    if isinstance(node, SequenceNode) and isinstance(key, int):
+        return node.child_at(key)
+    if isinstance(node, MappingNode) and node.values is not None:
+        return node.values
+    return None
+
+
+def _check_entry(
+    ctx: FunctionContext, entry: _Entry, node: Node | None, where: str
+) -> None:
+    if entry.kind == "bad":
+        ctx.api.fail(
+            f"static_flags: {where} is {entry.value!r}; an entry is True/False, "
+            "None, a callable leaf -> bool, or a dict/list/tuple shaped like the "
+            "argument",
+            entry.expr,
+            code=BAD_FLAGS,
+        )
+        return
+    if entry.kind == "bool" and entry.value is True and node is not None:
+        if node.marker is None and _is_array_node(node):
+            ctx.api.fail(
+                f"static_flags: {where} is True, but it is annotated as an array "
+                f'("{node.text}"): an array cannot be static (not hashable); '
+                "use False, or leave the entry out",
+                entry.expr,
+                code=BAD_FLAGS,
+            )
+        return
+    for key, child in entry.items:
+        sub = _flag_child(node, key) if node is not None else None
+        _check_entry(ctx, child, sub, f"{where}[{key!r}]")
+
+
+def _check_transform_call(ctx: FunctionContext) -> None:
+    names = ctx.callee_arg_names
+    found: dict[str, Expression] = {}
+    for formal, name in enumerate(names):
+        if name in ("static_flags", "default") and ctx.args[formal]:
+            found[name] = ctx.args[formal][0]
+    if not found:
+        return
+    default = found.get("default")
+    if isinstance(default, StrExpr) and default.value not in DEFAULT_POLICIES:
+        ctx.api.fail(
+            f"default={default.value!r} is not a policy; use one of "
+            f"{', '.join(map(repr, DEFAULT_POLICIES))}",
+            default,
+            code=BAD_DEFAULT,
+        )
+    flags_expr = found.get("static_flags")
+    if flags_expr is None:
+        return
+    entry = _entry(flags_expr)
+    fun: ProperType | None = None
+    if names and ctx.arg_types and ctx.arg_types[0]:
+        fun = get_proper_type(ctx.arg_types[0][0])
+    elif names and ctx.arg_types:
+        fun = _decorated(ctx)  # @treespec.jit(static_flags=...) on a function
+    if not isinstance(fun, CallableType):
+        _check_entry(ctx, entry, None, "static_flags")
+        return
+    from mypy.nodes import ARG_OPT, ARG_POS, ARG_STAR
+
+    params = [
+        (name, t)
+        for name, kind, t in zip(fun.arg_names, fun.arg_kinds, fun.arg_types)
+        if name is not None
+    ]
+    positional = [
+        (name, t)
+        for name, kind, t in zip(fun.arg_names, fun.arg_kinds, fun.arg_types)
+        if kind in (ARG_POS, ARG_OPT) and name is not None
+    ]
+    has_star = ARG_STAR in fun.arg_kinds
+    builder = _Builder()
+    if entry.kind == "mapping":
+        known = {name for name, _ in params}
+        by_name = dict(params)
+        for key, child in entry.items:
+            if key not in known:
+                ctx.api.fail(
+                    f"static_flags names {key!r}, which the function does not "
+                    f"take; its parameters are {sorted(known)!r}",
+                    child.expr,
+                    code=BAD_FLAGS,
+                )
+                continue
+            node = builder.node(by_name[str(key)])
+            _check_entry(ctx, child, node, f"static_flags[{key!r}]")
+        return
+    if entry.kind == "sequence":
+        if len(entry.items) > len(positional) and not has_star:
+            ctx.api.fail(
+                f"static_flags has {len(entry.items)} entries but the function "
+                f"takes {len(positional)} positional parameters; give one entry "
+                "per positional parameter, or a dict keyed by name",
+                entry.expr,
+                code=BAD_FLAGS,
+            )
+            return
+        for index, child in entry.items:
+            assert isinstance(index, int)
+            at: Node | None = None
+            if index < len(positional):
+                at = builder.node(positional[index][1])
+            _check_entry(ctx, child, at, f"static_flags[{index}]")
+        return
+    _check_entry(ctx, entry, None, "static_flags")
+
+
+def _decorated(ctx: FunctionContext) -> ProperType | None:
+    """The function at the top of the module that this call decorates."""
+    tree = getattr(ctx.api, "tree", None)
+    for stmt in getattr(tree, "defs", ()):
+        if isinstance(stmt, Decorator) and any(
+            d is ctx.context for d in stmt.original_decorators
+        ):
+            return get_proper_type(stmt.func.type) if stmt.func.type else None
+    return None
+
+
+def _transform_call(ctx: FunctionContext) -> Type:
+    try:
+        _check_transform_call(ctx)
+    except Exception as error:  # the plugin never breaks mypy
+        with contextlib.suppress(Exception):
+            ctx.api.msg.note(
+                f"treespec: this call's static_flags/default were not checked "
+                f"(internal {type(error).__name__}); please report it",
+                ctx.context,
+            )
+    return ctx.default_return_type
+
+
+class _WithoutHook(Plugin):
+    """mypy's plugin without our hook for one name (to let mypy analyse that
+    name its own way, from inside the hook)."""
+
+    def __init__(self, plugin: Plugin, fullname: str) -> None:
+        super().__init__(plugin.options)
+        self._plugin = plugin
+        self._fullname = fullname
+
+    def get_type_analyze_hook(
+        self, fullname: str
+    ) -> Callable[[AnalyzeTypeContext], Type] | None:
+        if fullname == self._fullname:
+            return None
+        return self._plugin.get_type_analyze_hook(fullname)
+
+
+def _analyze_marked_alias(fullname: str) -> Callable[[AnalyzeTypeContext], Type]:
+    """A user alias of a marked type (`SInt = Static[int]`): mypy analyses it
+    as usual; the unions it is a member of are checked (`SInt | DArr`)."""
+
+    def hook(ctx: AnalyzeTypeContext) -> Type:
+        analyzer: Any = ctx.api
+        saved = analyzer.plugin
+        try:
+            analyzer.plugin = _WithoutHook(saved, fullname)
+        except Exception as error:
+            _internal_note(ctx, error)
+            return AnyType(TypeOfAny.special_form)
+        try:
+            result: Type = analyzer.visit_unbound_type_nonoptional(ctx.type, False)
+        finally:
+            analyzer.plugin = saved
+        _guarded(ctx, lambda: _check_unions(ctx))
+        return result
+
+    return hook
+
+
+def _can_delegate() -> bool:
+    from mypy.typeanal import TypeAnalyser
+
+    return hasattr(TypeAnalyser, "visit_unbound_type_nonoptional")
+
+
+#: Modules that define no alias of a marked type (a fast path: mypy asks the
+#: plugin about every name in every annotation).
+_NO_MARKED_ALIASES: Final = (
+    "builtins.",
+    "typing.",
+    "typing_extensions.",
+    "collections.",
+    "_typeshed.",
+    "types.",
+    "numpy.",
+    "jax.",
+    "jaxlib.",
+    "jaxtyping.",
+    "equinox.",
+    "flax.",
+    "optax.",
+    "treespec.",
+)
 
 
 class TreespecPlugin(Plugin):
@@ -479,11 +1284,37 @@ class TreespecPlugin(Plugin):
     def get_type_analyze_hook(
         self, fullname: str
     ) -> Callable[[AnalyzeTypeContext], Type] | None:
-        if fullname in _MARKER_FULLNAMES:
-            return _analyze_marker(_MARKER_FULLNAMES[fullname])
-        if fullname in _UNIONS:
-            return _analyze_union
+        marker = _MARKER_ALIASES.get(fullname)
+        if marker is not None:
+            return _analyze_marker(marker)
+        if fullname in _ANNOTATED:
+            return _analyze_annotated(fullname)
+        if fullname.startswith(_NO_MARKED_ALIASES):
+            return None  # the common names, looked at for every annotation
+        try:
+            sym = self.lookup_fully_qualified(fullname)
+        except Exception:
+            return None
+        node = getattr(sym, "node", None)
+        if (
+            isinstance(node, TypeAlias)
+            and isinstance(node.target, TypeAliasType)
+            and _analysed_marker(node.target) is not None
+            and _can_delegate()
+        ):
+            return _analyze_marked_alias(fullname)
         return None
+
+    def get_function_hook(
+        self, fullname: str
+    ) -> Callable[[FunctionContext], Type] | None:
+        return _transform_call if fullname in _TRANSFORMS else None
+
+    def get_customize_class_mro_hook(
+        self, fullname: str
+    ) -> Callable[[ClassDefContext], None] | None:
+        # Called once per class definition, with its body still at hand.
+        return _record_class
 
 
 def plugin(version: str) -> type[Plugin]:

@@ -1,11 +1,14 @@
 import dataclasses
 from typing import Generic, TypeVar
 
+import jax
+
 from treespec import Dynamic, Static
 
 T = TypeVar("T")
 
 
+@jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class Box(Generic[T]):
     value: T

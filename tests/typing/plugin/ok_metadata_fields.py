@@ -19,6 +19,7 @@ class FModel:
     act: str = struct.field(pytree_node=False)
 
 
+@jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class DModel:
     w: jax.Array
