@@ -22,7 +22,7 @@ from ._flags import FlagEntry, Flags, flag_child, flag_kind, key_name
 from ._hints import _Context, _is_class_backed, parse_annotation
 from ._markers import Marker
 from ._plan import Kind, LeafInfo, Plan, _not_array, _static_in_grad
-from ._rules import is_array_annotation, uncovered_fix
+from ._rules import DEFAULT_POLICIES, is_array_annotation, uncovered_fix
 from ._spec import (
     AnyNode,
     ClassNode,
@@ -39,7 +39,8 @@ from ._validate import first_call_issues
 
 __all__ = ["DEFAULTS", "build_plan", "check_default", "child_items", "walk_value"]
 
-DEFAULTS: tuple[str, ...] = ("infer", "static", "dynamic", "error")
+#: The default policies (one table, read by the mypy plugin too).
+DEFAULTS: tuple[str, ...] = DEFAULT_POLICIES
 
 
 @dataclasses.dataclass
