@@ -43,7 +43,7 @@ def checkpoint(
     static_flags: Any = None,
     default: str = "infer",
     validate: bool = True,
-) -> Callable[_P, _R]:
+) -> Transformed[_P, _R]:
     """`jax.checkpoint` with static leaves held static (not saved, not traced).
 
     **Arguments:**
@@ -84,7 +84,7 @@ def checkpoint(
     )
 
 
-def eval_shape(fun: Callable[..., _R], *args: Any, **kwargs: Any) -> Any:
+def eval_shape(fun: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> Any:
     """`jax.eval_shape` with static leaves passed as values.
 
     **Arguments:**

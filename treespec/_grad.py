@@ -224,7 +224,7 @@ def grad(
     static_flags: Any = None,
     default: str = "infer",
     validate: bool = True,
-) -> Callable[_P, Any]:
+) -> Transformed[_P, Any]:
     """`jax.grad` over the dynamic inexact leaves of the `argnums` arguments.
 
     **Arguments:**
@@ -272,7 +272,7 @@ def value_and_grad(
     static_flags: Any = None,
     default: str = "infer",
     validate: bool = True,
-) -> Callable[_P, Any]:
+) -> Transformed[_P, Any]:
     """`jax.value_and_grad` over the dynamic inexact leaves; see `treespec.grad`.
 
     **Arguments:**

@@ -111,7 +111,7 @@ def shard_map(
     static_flags: Any = None,
     default: str = "infer",
     validate: bool = True,
-) -> Callable[_P, _R]:
+) -> Transformed[_P, _R]:
     """`jax.shard_map` whose `in_specs` cover only the dynamic leaves.
 
     **Arguments:**

@@ -7,7 +7,16 @@ import inspect
 import threading
 import types
 from collections.abc import Callable, Mapping
-from typing import Any, Concatenate, Generic, TypeVar, cast, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Generic,
+    Protocol,
+    TypeVar,
+    cast,
+    overload,
+)
 
 import jax
 from typing_extensions import ParamSpec, Self
@@ -23,7 +32,7 @@ from ._rules import is_array
 from ._spec import Spec
 from ._splitter import Splitter
 
-__all__ = ["Transformed", "join_output", "split_output"]
+__all__ = ["BoundTransform", "Transformed", "join_output", "split_output"]
 
 #: What `Transformed._build` sets; reading one before it ran builds.
 _BUILT = frozenset({"__treespec_spec__", "_flags", "_splitter", "_state"})
@@ -32,7 +41,18 @@ _BUILD_LOCK = threading.RLock()
 _P = ParamSpec("_P")
 _Q = ParamSpec("_Q")
 _R = TypeVar("_R")
+_R_co = TypeVar("_R_co", covariant=True)
 _S = TypeVar("_S")
+
+
+class BoundTransform(Protocol[_Q, _R_co]):
+    """What a transformed method is on an instance, to a type checker: the
+    method with `self` bound, and the transform's `.spec`."""
+
+    def __call__(self, *args: _Q.args, **kwargs: _Q.kwargs) -> _R_co: ...
+
+    @property
+    def spec(self) -> Spec: ...
 
 
 class _WithStatic:
@@ -205,6 +225,10 @@ class Transformed(Generic[_P, _R]):
             f"{type(self).__name__!r} object has no attribute {name!r}"
         )
 
+    if TYPE_CHECKING:  # each transform defines its call; this is its type
+
+        def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R: ...
+
     @property
     def spec(self) -> Spec:
         """The `Spec` derived from the wrapped function's annotations."""
@@ -218,7 +242,7 @@ class Transformed(Generic[_P, _R]):
         self: Transformed[Concatenate[_S, _Q], _R],
         instance: _S,
         owner: type | None = None,
-    ) -> Callable[_Q, _R]: ...
+    ) -> BoundTransform[_Q, _R]: ...
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         if instance is None:

@@ -221,7 +221,7 @@ def vmap(
     static_flags: Any = None,
     default: str = "infer",
     validate: bool = True,
-) -> Callable[_P, _R]:
+) -> Transformed[_P, _R]:
     """`jax.vmap` that never maps a static leaf.
 
     **Arguments:**
@@ -324,7 +324,7 @@ def pmap(
     static_flags: Any = None,
     default: str = "infer",
     validate: bool = True,
-) -> Callable[_P, _R]:
+) -> Transformed[_P, _R]:
     """`jax.pmap` with static leaves broadcast as static, never mapped.
 
     **Arguments:**
