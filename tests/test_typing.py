@@ -264,3 +264,58 @@ def test_pyright_reports_the_deliberate_errors() -> None:
     expected = _expected(folder)
     assert len(expected) >= 3
     assert got == expected, errors
+
+
+_OUTSIDE = """\
+import numpy as np
+
+import treespec
+from treespec import Static
+
+
+def f(x: Static[np.ndarray]) -> None: ...
+
+
+treespec.jit(f)(1)
+"""
+
+
+def test_type_checkers_resolve_the_installed_package_from_outside(
+    tmp_path: Path,
+) -> None:
+    # As a user's project would: a folder outside the checkout, nothing on
+    # PYTHONPATH or MYPYPATH, treespec found only through its installation
+    # (the README's editable install, whose path file both checkers follow).
+    import importlib.metadata
+
+    try:
+        importlib.metadata.version("jax-treespec")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("jax-treespec is not installed (the README installs it)")
+    (tmp_path / "user.py").write_text(_OUTSIDE)
+    (tmp_path / "mypy.ini").write_text("[mypy]\nplugins = treespec.mypy_plugin\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MYPYPATH")}
+    run = {"capture_output": True, "text": True, "cwd": tmp_path, "env": env}
+    mypy = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", "user.py"],
+        timeout=600,
+        check=False,
+        **run,  # type: ignore[arg-type]
+    )
+    assert "[treespec-unhashable-static]" in mypy.stdout, mypy.stdout  # plugin
+    assert "[arg-type]" in mypy.stdout and "import" not in mypy.stdout, mypy.stdout
+    pyright = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "basedpyright",
+            "--pythonpath",
+            sys.executable,
+            "user.py",
+        ],
+        timeout=600,
+        check=False,
+        **run,  # type: ignore[arg-type]
+    )
+    assert "reportArgumentType" in pyright.stdout, pyright.stdout
+    assert "reportMissingImports" not in pyright.stdout, pyright.stdout
