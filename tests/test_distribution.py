@@ -34,8 +34,8 @@ def test_version_is_written_once() -> None:
     project = pyproject["project"]
     assert project["name"] == DISTRIBUTION
     assert "version" not in project and "version" in project["dynamic"]
-    dynamic = pyproject["tool"]["setuptools"]["dynamic"]
-    assert dynamic["version"] == {"attr": "treespec.__version__"}
+    # The build reads it from the package's source (hatchling's version source).
+    assert pyproject["tool"]["hatch"]["version"] == {"path": "treespec/__init__.py"}
 
 
 def test_every_pip_install_names_the_distribution() -> None:
