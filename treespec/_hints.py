@@ -9,7 +9,7 @@ import inspect
 import sys
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ForwardRef, TypeVar, get_args, get_origin
 
 import typing_extensions
@@ -186,136 +186,190 @@ def parse_annotation(
     """Turn one annotation into a `Node`; `where` names it for errors."""
     bindings = bindings or {}
     if isinstance(annotation, (str, ForwardRef)):
-        # A forward reference met again while it is being expanded: a
-        # recursive alias (`Tree = list["Tree"] | Array`). Below it, any tree.
-        name = annotation if isinstance(annotation, str) else annotation.__forward_arg__
-        if name in ctx.expanding:
-            return AnyNode(text=name, origin=where)
-        evaluated = ctx.evaluate(annotation, where, module)
-        ctx.expanding.add(name)
-        try:
-            return parse_annotation(evaluated, ctx, where, bindings, module)
-        finally:
-            ctx.expanding.discard(name)
-    text = type_text(annotation)
-
+        return _forward(annotation, ctx, where, bindings, module)
+    at = _At(ctx, where, type_text(annotation), bindings, module)
     base, markers, _foreign = marker_of(annotation)
     if base is not annotation:
-        if len(markers) > 1:
-            raise SpecError(
-                f"{where} is annotated {text}: a marker directly inside another. "
-                f"Use exactly one of Static/Dynamic/Donate here (the outer one wins "
-                f"nothing: there is nothing between them)."
-            )
-        node = parse_annotation(base, ctx, where, bindings, module)
-        if not markers:
-            return node
-        if node.marker is not None:
-            raise SpecError(
-                f"{where} is annotated {text}: a marker directly inside another. "
-                "Use exactly one of Static/Dynamic/Donate here."
-            )
-        if isinstance(node, UnionNode):
-            _check_marked_union(node, markers[0], where, text)
-        return node.with_marker(markers[0], text)
-
-    if isinstance(annotation, TypeVar):
-        if annotation in bindings:
-            return parse_annotation(bindings[annotation], ctx, where, None, module)
-        return AnyNode(text=text, origin=where)
-    if (
-        annotation is Any
-        or annotation is object
-        or annotation is inspect.Parameter.empty
-    ):
-        return AnyNode(
-            text="" if annotation is inspect.Parameter.empty else text, origin=where
-        )
-    if annotation is None or annotation is type(None):
-        return NoneNode(text="None", origin=where)
-
-    origin = get_origin(annotation)
-    args = get_args(annotation)
-    if origin in _REQUIRED or origin in _READONLY:
-        return parse_annotation(args[0], ctx, where, bindings, module)
-    if origin in _UNION_TYPES:
-        members = tuple(parse_annotation(a, ctx, where, bindings, module) for a in args)
-        _check_union(members, where, text)
-        return UnionNode(members=members, text=text, origin=where)
-    if origin is typing.Literal or origin is typing_extensions.Literal:
-        return LeafNode(
-            annotation=annotation, text=text, origin=where, category="literal"
-        )
-    if origin is collections.abc.Callable:
-        return LeafNode(
-            annotation=annotation, text=text, origin=where, category="callable"
-        )
+        return _marked(base, markers, at)
+    special = _special(annotation, at)
+    if special is not None:
+        return special
     if _is_jaxtyping_pytree(annotation):
         leaftype = getattr(annotation, "leaftype", Any)
-        leaf = parse_annotation(
-            leaftype, ctx, f"{where} (PyTree leaf)", bindings, module
-        )
-        return PyTreeNode(leaf=leaf, text=text, origin=where)
+        leaf = at.parse(leaftype, f"{where} (PyTree leaf)")
+        return PyTreeNode(leaf=leaf, text=at.text, origin=where)
     if _is_jaxtyping_array(annotation) or _is_array_class(annotation):
-        return LeafNode(annotation=annotation, is_array=True, text=text, origin=where)
+        return at.leaf(annotation, is_array=True)
+    origin = get_origin(annotation)
+    if origin is not None:
+        return _generic(annotation, origin, get_args(annotation), at)
+    return _plain(annotation, at)
 
-    if origin is tuple:
-        if args == ((),) or (not args and annotation is not tuple):
-            return SequenceNode(container=tuple, items=(), text=text, origin=where)
-        if len(args) == 2 and args[1] is Ellipsis:
-            rest = parse_annotation(args[0], ctx, f"{where}[*]", bindings, module)
-            return SequenceNode(container=tuple, rest=rest, text=text, origin=where)
-        items = tuple(
-            parse_annotation(a, ctx, f"{where}[{i}]", bindings, module)
-            for i, a in enumerate(args)
+
+@dataclasses.dataclass(frozen=True)
+class _At:
+    """The place being parsed: how it reads, where it is, what is bound there."""
+
+    ctx: _Context
+    where: str
+    text: str
+    bindings: Mapping[Any, Any]
+    module: str | None
+
+    def parse(self, annotation: Any, where: str | None = None) -> Node:
+        """A sub-annotation at `where` (this place by default)."""
+        return parse_annotation(
+            annotation, self.ctx, where or self.where, self.bindings, self.module
         )
-        return SequenceNode(container=tuple, items=items, text=text, origin=where)
+
+    def leaf(self, annotation: Any, **facts: Any) -> LeafNode:
+        return LeafNode(
+            annotation=annotation, text=self.text, origin=self.where, **facts
+        )
+
+
+def _forward(
+    annotation: str | ForwardRef,
+    ctx: _Context,
+    where: str,
+    bindings: Mapping[Any, Any],
+    module: str | None,
+) -> Node:
+    """A string or forward reference, evaluated; met again while it is being
+    expanded, a recursive alias (`Tree = list["Tree"] | Array`): any tree."""
+    name = annotation if isinstance(annotation, str) else annotation.__forward_arg__
+    if name in ctx.expanding:
+        return AnyNode(text=name, origin=where)
+    evaluated = ctx.evaluate(annotation, where, module)
+    ctx.expanding.add(name)
+    try:
+        return parse_annotation(evaluated, ctx, where, bindings, module)
+    finally:
+        ctx.expanding.discard(name)
+
+
+def _marked(base: Any, markers: Sequence[Any], at: _At) -> Node:
+    """`Static[T]` and friends (or `Annotated` with foreign metadata only)."""
+    if len(markers) > 1:
+        raise SpecError(
+            f"{at.where} is annotated {at.text}: a marker directly inside another. "
+            f"Use exactly one of Static/Dynamic/Donate here (the outer one wins "
+            f"nothing: there is nothing between them)."
+        )
+    node = at.parse(base)
+    if not markers:
+        return node
+    if node.marker is not None:
+        raise SpecError(
+            f"{at.where} is annotated {at.text}: a marker directly inside another. "
+            "Use exactly one of Static/Dynamic/Donate here."
+        )
+    if isinstance(node, UnionNode):
+        _check_marked_union(node, markers[0], at.where, at.text)
+    return node.with_marker(markers[0], at.text)
+
+
+def _special(annotation: Any, at: _At) -> Node | None:
+    """Type variables, `Any` (and no annotation), `None`."""
+    if isinstance(annotation, TypeVar):
+        if annotation in at.bindings:
+            bound = at.bindings[annotation]
+            return parse_annotation(bound, at.ctx, at.where, None, at.module)
+        return AnyNode(text=at.text, origin=at.where)
+    if annotation is inspect.Parameter.empty:
+        return AnyNode(text="", origin=at.where)
+    if annotation is Any or annotation is object:
+        return AnyNode(text=at.text, origin=at.where)
+    if annotation is None or annotation is type(None):
+        return NoneNode(text="None", origin=at.where)
+    return None
+
+
+def _generic(annotation: Any, origin: Any, args: tuple[Any, ...], at: _At) -> Node:
+    """An annotation with type arguments: `list[int]`, `A | B`, `Literal[...]`."""
+    if origin in _REQUIRED or origin in _READONLY:
+        return at.parse(args[0])
+    if origin in _UNION_TYPES:
+        members = tuple(at.parse(a) for a in args)
+        _check_union(members, at.where, at.text)
+        return UnionNode(members=members, text=at.text, origin=at.where)
+    if origin is typing.Literal or origin is typing_extensions.Literal:
+        return at.leaf(annotation, category="literal")
+    if origin is collections.abc.Callable:
+        return at.leaf(annotation, category="callable")
+    if origin is tuple:
+        return _tuple(annotation, args, at)
     container = _container_kind(origin)
     if container is not None:
-        item = (args[-1] if container is MappingNode else args[0]) if args else Any
-        try:
-            child = parse_annotation(item, ctx, f"{where}[*]", bindings, module)
-        except SpecError:
-            if origin in (list, dict):
-                raise
-            # A library's alias (`optax.OptState`: `Mapping[Any, "ArrayTree"]`)
-            # may name what only its own module knows: no marker can be
-            # there, so the container stays one opaque annotation.
-            return LeafNode(annotation=annotation, text=text, origin=where)
-        if container is SequenceNode:
-            return SequenceNode(container=origin, rest=child, text=text, origin=where)
-        return MappingNode(cls=origin, values=child, text=text, origin=where)
-    if origin is not None and isinstance(origin, type) and _is_class_backed(origin):
+        return _container(annotation, origin, container, args, at)
+    if isinstance(origin, type) and _is_class_backed(origin):
         params = getattr(origin, "__parameters__", ())
-        sub = {p: _substitute(a, bindings) for p, a in zip(params, args)}
-        return _class_node(origin, tuple(sub.values()), sub, ctx, text, where)
-    if origin is not None:
-        return LeafNode(annotation=annotation, text=text, origin=where)
+        sub = {p: _substitute(a, at.bindings) for p, a in zip(params, args)}
+        return _class_node(origin, tuple(sub.values()), sub, at.ctx, at.text, at.where)
+    return at.leaf(annotation)
 
+
+def _tuple(annotation: Any, args: tuple[Any, ...], at: _At) -> Node:
+    """`tuple[()]`, `tuple[T, ...]`, `tuple[A, B]`."""
+    where = at.where
+    if args == ((),) or (not args and annotation is not tuple):
+        return SequenceNode(container=tuple, items=(), text=at.text, origin=where)
+    if len(args) == 2 and args[1] is Ellipsis:
+        rest = at.parse(args[0], f"{where}[*]")
+        return SequenceNode(container=tuple, rest=rest, text=at.text, origin=where)
+    items = tuple(at.parse(a, f"{where}[{i}]") for i, a in enumerate(args))
+    return SequenceNode(container=tuple, items=items, text=at.text, origin=where)
+
+
+def _container(
+    annotation: Any,
+    origin: Any,
+    container: type[Node],
+    args: tuple[Any, ...],
+    at: _At,
+) -> Node:
+    """A container of the shared table with its item (or value) type."""
+    item = (args[-1] if container is MappingNode else args[0]) if args else Any
+    try:
+        child = at.parse(item, f"{at.where}[*]")
+    except SpecError:
+        if origin in (list, dict):
+            raise
+        # A library's alias (`optax.OptState`: `Mapping[Any, "ArrayTree"]`) may
+        # name what only its own module knows: no marker can be there, so the
+        # container stays one opaque annotation.
+        return at.leaf(annotation)
+    if container is SequenceNode:
+        return SequenceNode(container=origin, rest=child, text=at.text, origin=at.where)
+    return MappingNode(cls=origin, values=child, text=at.text, origin=at.where)
+
+
+def _plain(annotation: Any, at: _At) -> Node:
+    """An annotation without type arguments: `tuple`, `dict`, a class, a value."""
     if annotation is tuple:
-        rest = AnyNode(origin=f"{where}[*]")
-        return SequenceNode(container=tuple, rest=rest, text=text, origin=where)
+        rest = AnyNode(origin=f"{at.where}[*]")
+        return SequenceNode(container=tuple, rest=rest, text=at.text, origin=at.where)
     container = _container_kind(annotation)
     if container is SequenceNode:
+        rest = AnyNode()
         return SequenceNode(
-            container=annotation, rest=AnyNode(), text=text, origin=where
+            container=annotation, rest=rest, text=at.text, origin=at.where
         )
     if container is MappingNode:
-        return MappingNode(cls=annotation, values=AnyNode(), text=text, origin=where)
-    if isinstance(annotation, type) and _is_class_backed(annotation):
-        return _class_node(annotation, (), {}, ctx, text, where)
-    if isinstance(annotation, type):
-        return LeafNode(
-            annotation=annotation,
-            text=text,
-            origin=where,
-            type_names=tuple(
-                f"{c.__module__}.{c.__qualname__}" for c in annotation.__mro__
-            ),
-            category="callable" if annotation is Callable else "",
-            hashable=annotation.__hash__ is not None,
-        )
-    return LeafNode(annotation=annotation, text=text, origin=where)
+        values = AnyNode()
+        return MappingNode(cls=annotation, values=values, text=at.text, origin=at.where)
+    if not isinstance(annotation, type):
+        return at.leaf(annotation)
+    if _is_class_backed(annotation):
+        return _class_node(annotation, (), {}, at.ctx, at.text, at.where)
+    return at.leaf(
+        annotation,
+        type_names=tuple(
+            f"{c.__module__}.{c.__qualname__}" for c in annotation.__mro__
+        ),
+        category="callable" if annotation is Callable else "",
+        hashable=annotation.__hash__ is not None,
+    )
 
 
 def _container_kind(tp: Any) -> type[Node] | None:

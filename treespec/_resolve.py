@@ -30,6 +30,7 @@ from ._spec import (
     MappingNode,
     Node,
     NoneNode,
+    Param,
     PyTreeNode,
     SequenceNode,
     Spec,
@@ -184,39 +185,8 @@ def _walk(
         return
 
     names = [key_name(k) for k, _ in children]
-    if w.check and isinstance(node, MappingNode) and node.is_typeddict:
-        present = set(names)
-        for missing in sorted(node.body.required - present):
-            w.issues.append(
-                Issue(
-                    location(argument, f"{path}[{missing!r}]"),
-                    f"required key {missing!r} of {node.cls.__qualname__}",
-                    "nothing (the key is missing)",
-                )
-            )
-        for extra in names:
-            if extra not in node.fields:
-                w.issues.append(
-                    Issue(
-                        location(argument, f"{path}[{extra!r}]"),
-                        f"one of the keys of {node.cls.__qualname__} "
-                        f"({', '.join(map(repr, node.fields))})",
-                        f"an unexpected key {extra!r}",
-                    )
-                )
-    if (
-        w.check
-        and isinstance(node, SequenceNode)
-        and node.items is not None
-        and len(names) != len(node.items)
-    ):
-        w.issues.append(
-            Issue(
-                location(argument, path),
-                f"{node.text} (length {len(node.items)})",
-                f"{type(value).__name__} of length {len(names)}",
-            )
-        )
+    if w.check:
+        w.issues.extend(_children_issues(node, value, names, path, argument))
     for index, (key, child) in enumerate(children):
         sub_flag = flag_child(flag, index, names, flag_src)
         sub_src = flag_src
@@ -232,6 +202,47 @@ def _walk(
             sub_flag,
             sub_src,
         )
+
+
+def _children_issues(
+    node: Node, value: Any, names: list[Any], path: str, argument: str
+) -> list[Issue]:
+    """What is wrong with a container's children: a `TypedDict`'s missing and
+    unexpected keys, a fixed-length tuple's length."""
+    issues = []
+    if isinstance(node, MappingNode) and node.is_typeddict:
+        name = node.cls.__qualname__
+        for missing in sorted(node.body.required - set(names)):
+            issues.append(
+                Issue(
+                    location(argument, f"{path}[{missing!r}]"),
+                    f"required key {missing!r} of {name}",
+                    "nothing (the key is missing)",
+                )
+            )
+        for extra in names:
+            if extra not in node.fields:
+                issues.append(
+                    Issue(
+                        location(argument, f"{path}[{extra!r}]"),
+                        f"one of the keys of {name} "
+                        f"({', '.join(map(repr, node.fields))})",
+                        f"an unexpected key {extra!r}",
+                    )
+                )
+    if (
+        isinstance(node, SequenceNode)
+        and node.items is not None
+        and len(names) != len(node.items)
+    ):
+        issues.append(
+            Issue(
+                location(argument, path),
+                f"{node.text} (length {len(node.items)})",
+                f"{type(value).__name__} of length {len(names)}",
+            )
+        )
+    return issues
 
 
 def _child_node(node: Node, key: Any, index: int) -> Node:
@@ -346,6 +357,64 @@ def check_default(default: str) -> None:
         )
 
 
+def _positional_place(
+    spec: Spec, flags: Flags, i: int
+) -> tuple[Param, str, FlagEntry, str]:
+    """The parameter, name, flag entry and flag source of positional argument i."""
+    positional = spec.positional
+    if i < len(positional):
+        param = positional[i]
+        return (
+            param,
+            param.name,
+            flags.by_name.get(param.name),
+            flags.source.get(param.name, "static_flags"),
+        )
+    var_pos = spec.var_positional
+    assert var_pos is not None
+    j = i - len(positional)
+    name = f"{var_pos.name}[{j}]"
+    if j < len(flags.extra_positional):
+        return var_pos, name, flags.extra_positional[j], f"static_flags[{i}]"
+    outer: Any = flags.by_name.get(var_pos.name)
+    if flag_kind(outer) != "sequence":
+        return var_pos, name, outer, f"static_flags[{var_pos.name!r}]"
+    if j >= len(outer):
+        raise SpecError(
+            f"static_flags[{var_pos.name!r}] has {len(outer)} entries "
+            f"but the call passes more *{var_pos.name} arguments."
+        )
+    return var_pos, name, outer[j], f"static_flags[{var_pos.name!r}][{j}]"
+
+
+def _keyword_place(
+    spec: Spec, flags: Flags, key: str
+) -> tuple[Param, str, FlagEntry, str]:
+    """The parameter, name, flag entry and flag source of keyword argument key."""
+    named = spec.param(key)
+    if named is not None and named.kind not in (
+        inspect.Parameter.VAR_KEYWORD,
+        inspect.Parameter.VAR_POSITIONAL,
+    ):
+        return (
+            named,
+            key,
+            flags.by_name.get(key),
+            flags.source.get(key, f"static_flags[{key!r}]"),
+        )
+    var_kw = spec.var_keyword
+    assert var_kw is not None
+    outer: Any = flags.by_name.get(var_kw.name)
+    if flag_kind(outer) == "mapping":
+        flag = outer.get(key)
+    elif flag_kind(outer) in ("bool", "callable"):
+        flag = outer
+    else:
+        flag = None
+    name = f"{var_kw.name}[{key!r}]"
+    return var_kw, name, flag, f"static_flags[{var_kw.name!r}][{key!r}]"
+
+
 def build_plan(
     spec: Spec,
     flags: Flags,
@@ -374,63 +443,18 @@ def build_plan(
             raise TypeError(f"{spec.name}(): {exc}") from None
     w = _Walk(default=default, check=check)
     positional = spec.positional
-    var_pos = spec.var_positional
-    var_kw = spec.var_keyword
     for i, value in enumerate(args):
         if i in skip:
             continue
-        if i < len(positional):
-            param = positional[i]
-            name = param.name
-            flag = flags.by_name.get(name)
-            src = flags.source.get(name, "static_flags")
-        else:
-            assert var_pos is not None
-            param = var_pos
-            j = i - len(positional)
-            name = f"{var_pos.name}[{j}]"
-            if j < len(flags.extra_positional):
-                flag = flags.extra_positional[j]
-                src = f"static_flags[{i}]"
-            else:
-                outer: Any = flags.by_name.get(var_pos.name)
-                if flag_kind(outer) == "sequence":
-                    if j >= len(outer):
-                        raise SpecError(
-                            f"static_flags[{var_pos.name!r}] has {len(outer)} entries "
-                            f"but the call passes more *{var_pos.name} arguments."
-                        )
-                    flag, src = outer[j], f"static_flags[{var_pos.name!r}][{j}]"
-                else:
-                    flag, src = outer, f"static_flags[{var_pos.name!r}]"
+        param, name, flag, src = _positional_place(spec, flags, i)
         w.trace_floats = i in float_args
         _walk(w, value, param.node, name, name, None, flag, src)
-    w.trace_floats = False
     float_names = {positional[i].name for i in float_args if i < len(positional)}
     for key in sorted(kwargs):
-        value = kwargs[key]
-        named = spec.param(key)
-        if named is not None and named.kind not in (
-            inspect.Parameter.VAR_KEYWORD,
-            inspect.Parameter.VAR_POSITIONAL,
-        ):
-            flag = flags.by_name.get(key)
-            src = flags.source.get(key, f"static_flags[{key!r}]")
-            w.trace_floats = key in float_names
-            _walk(w, value, named.node, key, key, None, flag, src)
-            w.trace_floats = False
-            continue
-        assert var_kw is not None
-        outer_kw: Any = flags.by_name.get(var_kw.name)
-        if flag_kind(outer_kw) == "mapping":
-            flag = outer_kw.get(key)
-        elif flag_kind(outer_kw) in ("bool", "callable"):
-            flag = outer_kw
-        else:
-            flag = None
-        name = f"{var_kw.name}[{key!r}]"
-        src = f"static_flags[{var_kw.name!r}][{key!r}]"
-        _walk(w, value, var_kw.node, name, name, None, flag, src)
+        param, name, flag, src = _keyword_place(spec, flags, key)
+        w.trace_floats = key in float_names
+        _walk(w, kwargs[key], param.node, name, name, None, flag, src)
+    w.trace_floats = False
     if w.uncovered:
         raise SpecError(
             f"default='error' and no marker or flag covers "
