@@ -7,7 +7,7 @@ It launches its own 2 local processes (2 host CPU devices each, gloo
 collectives): the same program that runs one process per host on a cluster,
 where `jax.distributed.initialize()` finds the coordinator by itself. Each
 process feeds its own rows of the global batch; the config is static. With
-`--diverge`, process 1 uses another learning rate: every process traced a
+`--diverge`, process 1 uses another activation: every process traced a
 different program, and treespec raises a `ValidationError` on each of them
 before any step runs, where JAX alone would run the mix.
 """
@@ -71,8 +71,9 @@ def launch(diverge: bool) -> int:
 
 
 class Config(TypedDict):
-    learning_rate: "Static[float]"  # noqa: F821 (the names come in `worker`)
+    activation: "Static[str]"  # noqa: F821 (the names come in `worker`)
     hidden: "Static[int]"  # noqa: F821
+    learning_rate: "Dynamic[float]"  # noqa: F821 (traced: a schedule never retraces)
 
 
 def worker(port: int, index: int, diverge: bool) -> None:
@@ -102,8 +103,8 @@ def worker(port: int, index: int, diverge: bool) -> None:
     replicated = NamedSharding(mesh, P())
     batch = NamedSharding(mesh, P("data"))
 
-    def loss_fn(params: Params, x: jax.Array, y: jax.Array) -> jax.Array:
-        pred = jnp.tanh(x @ params["w1"]) @ params["w2"]
+    def loss_fn(params: Params, x: jax.Array, y: jax.Array, act: str) -> jax.Array:
+        pred = getattr(jax.nn, act)(x @ params["w1"]) @ params["w2"]
         return jnp.mean((pred - y) ** 2)
 
     @partial(
@@ -114,13 +115,13 @@ def worker(port: int, index: int, diverge: bool) -> None:
     def train_step(
         params: Dynamic[Params], x: jax.Array, y: jax.Array, cfg: Config
     ) -> tuple[Params, jax.Array]:
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y, cfg["activation"])
         lr = cfg["learning_rate"]
         return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
 
-    cfg: Config = {"learning_rate": 0.1, "hidden": 16}
+    cfg: Config = {"activation": "tanh", "hidden": 16, "learning_rate": 0.1}
     if diverge and index == 1:
-        cfg = {**cfg, "learning_rate": 0.2}  # the mistake treespec catches
+        cfg = {**cfg, "activation": "relu"}  # the mistake treespec catches
 
     # The same global data on every process; each one feeds its own rows.
     rng = np.random.default_rng(0)

@@ -198,7 +198,7 @@ def test_multihost_example_trains_and_shows_the_error() -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     for index in (0, 1):
         assert (
-            f"[process {index}]   argument cfg, at cfg['learning_rate']: "
+            f"[process {index}]   argument cfg, at cfg['activation']: "
             "expected the same static value on every process" in done.stdout
         ), done.stdout
-    assert done.stdout.count("got 0.1 on process 0, 0.2 on process 1") == 2
+    assert done.stdout.count("got 'tanh' on process 0, 'relu' on process 1") == 2
