@@ -229,6 +229,21 @@ def test_annotated_with_foreign_metadata() -> None:
     assert resolve(f, 1, np.float32(1)) == {"a": "static", "b": "dynamic"}
 
 
+def test_the_items_of_a_variadic_tuple_keep_their_marker() -> None:
+    # An int is static by default: only the item annotation traces these.
+    def f(v: tuple[Dynamic[int], ...]) -> None: ...
+
+    assert resolve(f, (1, 2)) == {"v[0]": "dynamic", "v[1]": "dynamic"}
+
+
+def test_annotated_array_with_foreign_metadata_stays_an_array() -> None:
+    # The annotation under foreign metadata still counts: an array annotation
+    # traces even a Python float (bare, a float is static by default).
+    def f(x: Annotated[jax.Array, "units"]) -> None: ...
+
+    assert resolve(f, 1.0) == {"x": "dynamic"}
+
+
 def test_typevar_generics() -> None:
     def f(b: Box[Static[int]], c: Box[Dynamic[float]]) -> None: ...
 

@@ -264,3 +264,30 @@ def test_default_static_still_holds_array_annotated_scalars_static() -> None:
 
     assert resolve(f, 2.0, _default="static") == {"x": "static"}
     assert resolve(f, 2.0, _default="dynamic") == {"x": "dynamic"}
+
+
+def test_a_sequence_flag_for_var_positional_covers_each_extra_argument() -> None:
+    def f(*xs: int) -> None: ...
+
+    flags = {"xs": [True, False]}
+    assert resolve(f, 1, 2, _flags=flags) == {"xs[0]": "static", "xs[1]": "dynamic"}
+    with pytest.raises(SpecError, match=r"has 2 entries but the call passes more \*xs"):
+        resolve(f, 1, 2, 3, _flags=flags)
+
+
+def test_a_bool_flag_for_var_keyword_covers_every_keyword() -> None:
+    # An int is static by default: False makes every keyword of **kw traced.
+    def f(**kw: int) -> None: ...
+
+    assert resolve(f, a=1, b=2, _flags={"kw": False}) == {
+        "kw['a']": "dynamic",
+        "kw['b']": "dynamic",
+    }
+
+
+def test_a_container_in_an_optional_follows_its_member() -> None:
+    # The tuple member's markers apply to a tuple (an int is static by default).
+    def f(x: tuple[Dynamic[int], int] | None) -> None: ...
+
+    assert resolve(f, (1, 2)) == {"x[0]": "dynamic", "x[1]": "static"}
+    assert resolve(f, None) == {}
