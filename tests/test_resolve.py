@@ -218,7 +218,14 @@ def test_a_field_spelled_like_the_enclosing_annotation_keeps_its_markers() -> No
 
 @pytest.mark.parametrize(
     "annotation",
-    ["jax.Array", "np.ndarray", "Float[Array, '']", "ArrayLike", "Optional[jax.Array]"],
+    [
+        "jax.Array",
+        "np.ndarray",
+        "np.ndarray[Any, np.dtype[np.float32]]",
+        "Float[Array, '']",
+        "ArrayLike",
+        "Optional[jax.Array]",
+    ],
 )
 def test_an_unmarked_array_annotation_traces_whatever_comes(
     annotation: str, counter: dict[str, int]

@@ -198,7 +198,11 @@ def parse_annotation(
         leaftype = getattr(annotation, "leaftype", Any)
         leaf = at.parse(leaftype, f"{where} (PyTree leaf)")
         return PyTreeNode(leaf=leaf, text=at.text, origin=where)
-    if _is_jaxtyping_array(annotation) or _is_array_class(annotation):
+    if (
+        _is_jaxtyping_array(annotation)
+        or _is_array_class(annotation)
+        or _is_array_class(get_origin(annotation))  # np.ndarray[Any, np.dtype[...]]
+    ):
         return at.leaf(annotation, is_array=True)
     origin = get_origin(annotation)
     if origin is not None:
