@@ -230,6 +230,8 @@ def test_a_field_spelled_like_the_enclosing_annotation_keeps_its_markers() -> No
 def test_an_unmarked_array_annotation_traces_whatever_comes(
     annotation: str, counter: dict[str, int]
 ) -> None:
+    from typing import Any  # noqa: F401 (the annotations are evaluated here)
+
     from jax.typing import ArrayLike  # noqa: F401
     from jaxtyping import Array, Float  # noqa: F401
 
