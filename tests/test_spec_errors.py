@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import treespec
-from treespec import Dynamic, SpecError, Static
+from treespec import Dynamic, SpecError, Static, ValidationError
 
 
 def test_union_whose_members_disagree() -> None:
@@ -107,3 +107,20 @@ def test_any_annotation_is_not_an_error() -> None:
     jitted((2, jnp.ones(2)))  # a new int: static, a retrace
     assert jitted.trace_count == 2
     assert treespec.flag_tree(((1, jnp.ones(2)),), f) == ((True, False),)
+
+
+def test_a_quoted_marker_directly_inside_a_marker_is_refused() -> None:
+    def f(x: Static["Dynamic[int]"]) -> None: ...
+
+    with pytest.raises(SpecError, match="a marker directly inside another"):
+        treespec.jit(f)
+
+
+def test_a_generic_leaf_annotation_is_still_checked() -> None:
+    @treespec.jit
+    def f(x: jax.Array, t: Static[type[int]]) -> jax.Array:
+        return x
+
+    f(jnp.ones(1), bool)  # bool is a subclass of int
+    with pytest.raises(ValidationError, match=r"argument t.*type\[int\]"):
+        f(jnp.ones(1), str)
