@@ -165,15 +165,16 @@ class _Grad(Transformed[_P, Any]):
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> Any:
         bound, named = self._splitter.bind(args, kwargs)  # argnums: bound positions
-        key, dynamic = self._splitter.split_call(bound, named)
-        targets = self._targets(key_split(key), bound)
+        key, dynamic = self._splitter.split_bound(bound, named)
+        split = key_split(key)
+        targets = self._targets(split, bound)
         diff: list[tuple[int, int, int]] = []  # (argument, leaf within it, dyn pos)
         for j, k, pos, want in targets.candidates:
             if not _inexact(dynamic[pos]):
                 continue
             # A callable in `wrt` only ever sees differentiable leaves.
             if callable(want):
-                info = key_split(key).plan.infos[key_split(key).dynamic_idx[pos]]
+                info = split.plan.infos[split.dynamic_idx[pos]]
                 want = ask_callable(want, dynamic[pos], "wrt (callable)", info.path)
             if want is None or want:
                 diff.append((j, k, pos))

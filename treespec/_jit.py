@@ -190,14 +190,14 @@ class Jitted(Transformed[_P, _R]):
             return compiled
 
     def _traced(self, key: Key, *dynamic: Any) -> Any:
+        view = self._splitter.view(key, dynamic)
         if self._processes is not None:
-            self._processes.check(self._splitter.view(key, dynamic))
+            self._processes.check(view)
         # Validated first: a call that fails validation is no retrace.
-        checked = self._splitter.validate_call(key, dynamic)
+        checked = self._splitter.validate_view(view)
         state = self._state
         with state.lock:
             state.trace_count += 1
-            view = self._splitter.view(key, dynamic)
             now = describe_view(view)
             before, state.last_trace = state.last_trace, now
             if before is not None:

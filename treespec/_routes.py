@@ -212,9 +212,6 @@ class Route:
             self._plans[treedef] = plan
             return plan
 
-    def _known_plan(self, treedef: Any) -> Plan | None:
-        return self._plans.get(treedef)
-
 
 class PositionalRoute(Route):
     """Exactly the positional parameters: whole arguments as they are, the rest
@@ -367,7 +364,7 @@ class PositionalRoute(Route):
             for param, value in zip(self._whole_params, self.get_whole(args))
         ]
         leaves, treedef = _flatten(self.get_mixed(args))
-        plan = self._known_plan(treedef)
+        plan = self._plans.get(treedef)
         pairs: list[Pair] = []
         if plan is not None:
             split = plan.fixed or plan.split(leaves)
@@ -412,7 +409,7 @@ class CallRoute(Route):
 
     def diagnose(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Issue]:
         leaves, treedef = _flatten((args, kwargs))
-        plan = self._known_plan(treedef)
+        plan = self._plans.get(treedef)
         if plan is None:
             return []
         split = plan.fixed or plan.split(leaves)

@@ -16,7 +16,6 @@ from ._bind import Binder
 from ._errors import ValidationError
 from ._flags import Flags
 from ._layout import whole_kind
-from ._retrace import describe_view
 from ._routes import (
     CallRoute,
     CallView,
@@ -98,8 +97,13 @@ class Splitter:
     def split_call(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[Key, Sequence[Any]]:
-        """The static key and the dynamic arguments of one (bound) call."""
-        args, kwargs = self.binder.bind(args, kwargs)
+        """The static key and the dynamic arguments of one call."""
+        return self.split_bound(*self.binder.bind(args, kwargs))
+
+    def split_bound(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Key, Sequence[Any]]:
+        """`split_call` of a call already in its bound form (see `bind`)."""
         return self.route_for(args, kwargs).split(args, kwargs)
 
     def rebuild(
@@ -117,9 +121,13 @@ class Splitter:
         The transforms run this while tracing, so once per compile-cache miss;
         `checked` on every call. See `_validate.check_view`.
         """
+        return self.validate_view(self.view(key, dynamic))
+
+    def validate_view(self, view: CallView) -> list[Pair]:
+        """`validate_call` from the call's view, when the caller has it already."""
         if not self.validate:
             return []
-        return check_view(self.spec, self.view(key, dynamic))
+        return check_view(self.spec, view)
 
     def validate_return(self, result: Any, arguments: Sequence[Pair]) -> None:
         """Check the return value against the return annotation.
@@ -134,10 +142,6 @@ class Splitter:
         issues += check_call(arguments, returned)
         if issues:
             raise ValidationError(issues, self.spec.name)
-
-    def describe(self, key: Key, dynamic: Sequence[Any]) -> dict[str, str]:
-        """`{leaf path: value or shape}` of one trace, to explain retraces."""
-        return describe_view(self.view(key, dynamic))
 
     def diagnose(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]

@@ -22,6 +22,7 @@ import jax
 from typing_extensions import ParamSpec, Self
 
 from ._api import _spec_for, in_class_body
+from ._cache import _owner, freeze
 from ._checked import validation_enabled
 from ._errors import SpecError
 from ._flags import Flags, normalize_flags
@@ -197,14 +198,10 @@ class Transformed(Generic[_P, _R]):
         """The function a compile cache of this transform belongs to (the
         innermost function through nested transforms), and a bound method's
         instance (see `_cache.py`)."""
-        from ._cache import _owner
-
         return _owner(self._fun)
 
     def _cache_chain(self) -> tuple[Any, ...]:
         """This transform and those inside it, with their options, as a key."""
-        from ._cache import freeze
-
         inner = getattr(self._fun, "_cache_chain", None)
         return (
             (type(self).__name__, freeze(self._cache_options())),

@@ -287,11 +287,8 @@ def call_issues(
     (a route's `diagnose`), with the values the caller passed. With `check`
     False (validation off), only the leaves JAX would refuse.
     """
-    if not check:
-        _, every = _whole_and_sorted(spec, pairs, whole, check=False)
-        return _every_issue(spec, list(structure), every, check=False)
-    found, every = _whole_and_sorted(spec, pairs, whole)
-    return _every_issue(spec, [*structure, *found], every)
+    found, every = _whole_and_sorted(spec, pairs, whole, check=check)
+    return _every_issue(spec, [*structure, *found], every, check=check)
 
 
 def _every_issue(
