@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import inspect
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -51,3 +55,34 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> Callable[[Any, str], list[tuple[Any,
 def counter() -> dict[str, int]:
     """A trace counter: increment `counter['n']` inside a traced function."""
     return {"n": 0}
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_mypy(target: Path, config: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """mypy on `target` with this checkout's treespec and plugin (mypy imports
+    plugins from `sys.path`, not `MYPYPATH`), one line per finding."""
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(config),
+            "--no-incremental",
+            "--show-error-codes",
+            "--no-error-summary",
+            "--hide-error-context",
+            str(target),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MYPYPATH": str(ROOT), "PYTHONPATH": path},
+        cwd=cwd,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    return done

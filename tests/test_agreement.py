@@ -14,9 +14,7 @@ goes.
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,8 @@ import numpy as np
 import pytest
 
 import treespec
+
+from .conftest import run_mypy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -213,34 +213,7 @@ def plugin_lines(cases_dir: Path) -> dict[int, list[str]]:
     """The treespec error codes mypy reports, by line of the cases module."""
     config = cases_dir / "mypy.ini"
     config.write_text("[mypy]\nplugins = treespec.mypy_plugin\n")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mypy",
-            "--config-file",
-            str(config),
-            "--no-incremental",
-            "--show-error-codes",
-            "--no-error-summary",
-            "--hide-error-context",
-            str(cases_dir / "agreement_cases.py"),
-        ],
-        capture_output=True,
-        text=True,
-        # This checkout's plugin (mypy imports it from sys.path, not MYPYPATH).
-        env={
-            **os.environ,
-            "MYPYPATH": str(ROOT),
-            "PYTHONPATH": os.pathsep.join(
-                [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-            ),
-        },
-        cwd=cases_dir,
-        timeout=900,
-        check=False,
-    )
-    assert done.returncode in (0, 1), done.stdout + done.stderr
+    done = run_mypy(cases_dir / "agreement_cases.py", config, cases_dir)
     found: dict[int, list[str]] = {}
     for line in done.stdout.splitlines():
         match = re.match(r"^.*agreement_cases\.py:(\d+): error: .*\[([a-z-]+)\]$", line)

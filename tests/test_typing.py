@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from .conftest import run_mypy
+
 ROOT = Path(__file__).resolve().parent.parent
 TYPING = ROOT / "tests" / "typing"
 _MARK = re.compile(r"#\s*([EN]):\s*(.+?)\s*$")
@@ -37,28 +39,7 @@ def _expected(folder: Path) -> set[tuple[str, int, str]]:
 
 
 def _mypy(folder: Path, config: Path) -> set[tuple[str, int, str]]:
-    env = {**os.environ, "MYPYPATH": str(ROOT)}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mypy",
-            "--config-file",
-            str(config),
-            "--no-incremental",
-            "--show-error-codes",
-            "--no-error-summary",
-            "--hide-error-context",
-            str(folder),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=900,
-        check=False,
-    )
-    assert done.returncode in (0, 1), done.stdout + done.stderr
+    done = run_mypy(folder, config, ROOT)
     got = set()
     for line in done.stdout.splitlines():
         match = _LINE.match(line)
