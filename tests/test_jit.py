@@ -716,3 +716,21 @@ def test_deepcopy_gives_a_working_copy_and_pickling_says_why_not(
     assert counter["n"] == 2  # the copies share the function's cache
     with pytest.raises(TypeError, match=r"cannot be pickled.*pickle the function"):
         pickle.dumps(jitted)
+
+
+@treespec.dataclass
+class _Layer:
+    w: jax.Array
+    act: Static[str]
+
+
+def test_a_class_jitted_as_a_function_returns_its_instance() -> None:
+    # The class's spec returns the class (its `__init__` says `-> None`, which
+    # return validation used to hold the instance to), and checks its fields.
+    make = treespec.jit(_Layer)
+    assert "-> _Layer{w: Array, act: Static[str]}" in repr(make.spec)
+    layer = make(jnp.ones(2), "relu")
+    assert type(layer) is _Layer and layer.act == "relu"
+    np.testing.assert_allclose(layer.w, 1.0)
+    with pytest.raises(ValidationError, match=r"act"):
+        make(jnp.ones(2), 3)

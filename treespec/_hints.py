@@ -520,7 +520,8 @@ def derive_spec(fun: Any, localns: Mapping[str, Any] | None = None) -> Spec:
                 has_default=p.default is not inspect.Parameter.empty,
             )
         )
-    returns = parse_annotation(
-        signature.return_annotation, ctx, f"the return of {name}"
-    )
+    # A class called as a function returns an instance of itself, whatever
+    # its `__init__` says (`-> None`).
+    returned = fun if inspect.isclass(fun) else signature.return_annotation
+    returns = parse_annotation(returned, ctx, f"the return of {name}")
     return Spec(name=str(name), params=tuple(params), returns=returns)
