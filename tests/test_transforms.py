@@ -6,7 +6,7 @@ Each is compared with the JAX original (or Equinox) on the same function.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 import equinox as eqx
 import jax
@@ -441,6 +441,46 @@ def test_eval_shape() -> None:
     assert out["depth"] == 2
     expected = eqx.filter_eval_shape(f, jax.ShapeDtypeStruct((4, 3), jnp.float32), CFG)
     assert out["y"].shape == expected["y"].shape
+
+
+class _Named(NamedTuple):
+    y: jax.Array
+    name: str
+
+
+@treespec.dataclass
+class _Model:
+    w: jax.Array
+    depth: Static[int]
+
+
+def test_eval_shape_results_are_what_the_typed_overloads_and_plugin_claim() -> None:
+    # The type the plugin gives (tests/typing/plugin/eval_shape_result.py):
+    # arrays become ShapeDtypeStructs at any depth, Python leaves stay, a pytree
+    # class stays itself.
+    x = jnp.ones(2)
+    sds = jax.ShapeDtypeStruct((2,), jnp.float32)
+
+    def mixed(x: jax.Array, name: Static[str]) -> tuple[jax.Array, str]:
+        return x * 2, name
+
+    def nested(x: jax.Array) -> dict[str, list[tuple[jax.Array, int]]]:
+        return {"a": [(x, 1)]}
+
+    def as_named(x: jax.Array) -> _Named:
+        return _Named(x, "a")
+
+    def build(w: jax.Array, depth: Static[int]) -> _Model:
+        return _Model(w, depth)
+
+    assert treespec.eval_shape(mixed, x, "a") == (sds, "a")
+    assert treespec.eval_shape(nested, x) == {"a": [(sds, 1)]}
+    named = treespec.eval_shape(as_named, x)
+    assert type(named) is _Named and named == (sds, "a")
+    model = treespec.eval_shape(build, x, 3)
+    assert type(model) is _Model and model.w == sds and model.depth == 3
+    built = treespec.eval_shape(_Model, x, 3)
+    assert type(built) is _Model and built.w == sds
 
 
 def scalar(x: jax.Array, cfg: Config) -> jax.Array:

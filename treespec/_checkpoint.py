@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import jax
 from typing_extensions import ParamSpec
@@ -15,6 +15,7 @@ __all__ = ["checkpoint", "eval_shape"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+_K = TypeVar("_K")
 
 
 class _Checkpointed(Transformed[_P, _R]):
@@ -84,6 +85,34 @@ def checkpoint(
     )
 
 
+# The result is `fun`'s result with `jax.ShapeDtypeStruct` for each array.
+# No annotation maps a type that way, so the overloads spell the common shapes
+# (for pyright, and mypy without the plugin); the mypy plugin maps any result
+# type. Anything else is `Any`, never a type that claims arrays.
+@overload
+def eval_shape(
+    fun: Callable[_P, jax.Array], *args: _P.args, **kwargs: _P.kwargs
+) -> jax.ShapeDtypeStruct: ...
+@overload
+def eval_shape(
+    fun: Callable[_P, tuple[jax.Array, jax.Array]],
+    *args: _P.args,
+    **kwargs: _P.kwargs,
+) -> tuple[jax.ShapeDtypeStruct, jax.ShapeDtypeStruct]: ...
+@overload
+def eval_shape(
+    fun: Callable[_P, tuple[jax.Array, ...]], *args: _P.args, **kwargs: _P.kwargs
+) -> tuple[jax.ShapeDtypeStruct, ...]: ...
+@overload
+def eval_shape(
+    fun: Callable[_P, list[jax.Array]], *args: _P.args, **kwargs: _P.kwargs
+) -> list[jax.ShapeDtypeStruct]: ...
+@overload
+def eval_shape(
+    fun: Callable[_P, dict[_K, jax.Array]], *args: _P.args, **kwargs: _P.kwargs
+) -> dict[_K, jax.ShapeDtypeStruct]: ...
+@overload
+def eval_shape(fun: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> Any: ...
 def eval_shape(fun: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> Any:
     """`jax.eval_shape` with static leaves passed as values.
 

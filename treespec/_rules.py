@@ -60,6 +60,7 @@ ARRAY_TYPES: Final = frozenset(
         "numpy.generic",
         "jax.ShapeDtypeStruct",
         "jax._src.api.ShapeDtypeStruct",
+        "jax._src.core.ShapeDtypeStruct",
     }
 )
 

@@ -1213,6 +1213,64 @@ def _transform_call(ctx: FunctionContext) -> Type:
     return ctx.default_return_type
 
 
+# -- eval_shape's result -------------------------------------------------------
+
+_EVAL_SHAPE: Final = "treespec._checkpoint.eval_shape"
+_SHAPE_DTYPE_STRUCT: Final = ("jax.ShapeDtypeStruct", "jax._src.api.ShapeDtypeStruct")
+
+
+def _shaped(typ: Type, sds: Instance, depth: int = 0) -> Type:
+    """`typ` with `jax.ShapeDtypeStruct` for each array type in it: the type of
+    what `eval_shape` returns for a function that returns `typ`. A pytree class
+    stays itself: the result is an instance of it."""
+    if depth > 40:
+        return AnyType(TypeOfAny.special_form)
+    proper = get_proper_type(typ)
+    if isinstance(proper, Instance):
+        if any(base.fullname in ARRAY_TYPES for base in proper.type.mro):
+            return sds
+        name = proper.type.fullname
+        if proper.args and (name in SEQUENCE_TYPES or name in MAPPING_TYPES):
+            *keys, values = proper.args
+            return proper.copy_modified(args=[*keys, _shaped(values, sds, depth + 1)])
+        return typ
+    if isinstance(proper, TupleType):
+        # A NamedTuple keeps its class (attributes keep their declared types,
+        # which no annotation of the class could change); its items map.
+        return proper.copy_modified(
+            items=[_shaped(item, sds, depth + 1) for item in proper.items]
+        )
+    if isinstance(proper, TypedDictType):
+        return proper.copy_modified(
+            item_types=[_shaped(t, sds, depth + 1) for t in proper.items.values()]
+        )
+    if isinstance(proper, UnionType):
+        return UnionType.make_union(
+            [_shaped(item, sds, depth + 1) for item in proper.items], proper.line
+        )
+    return typ
+
+
+def _eval_shape_call(ctx: FunctionContext) -> Type:
+    """The type of `treespec.eval_shape(fun, ...)`: `fun`'s result type with
+    `jax.ShapeDtypeStruct` for its arrays (the inline overloads spell only the
+    common shapes)."""
+    try:
+        fun = get_proper_type(ctx.arg_types[0][0])
+        if not isinstance(fun, CallableType):
+            return ctx.default_return_type
+        sds: Instance | None = None
+        for name in _SHAPE_DTYPE_STRUCT:
+            with contextlib.suppress(Exception):
+                sds = ctx.api.named_generic_type(name, [])
+                break
+        if sds is None:
+            return ctx.default_return_type
+        return _shaped(fun.ret_type, sds)
+    except Exception:  # the plugin never breaks mypy: keep the inline type
+        return ctx.default_return_type
+
+
 class _WithoutHook(Plugin):
     """mypy's plugin without our hook for one name (to let mypy analyse that
     name its own way, from inside the hook)."""
@@ -1308,6 +1366,8 @@ class TreespecPlugin(Plugin):
     def get_function_hook(
         self, fullname: str
     ) -> Callable[[FunctionContext], Type] | None:
+        if fullname == _EVAL_SHAPE:
+            return _eval_shape_call
         return _transform_call if fullname in _TRANSFORMS else None
 
     def get_customize_class_mro_hook(

@@ -24,6 +24,5 @@ class Model:
 
 
 s4: Spec = Model().scaled.spec
-treespec.eval_shape(loss, jnp.ones(2), "3")  # E: reportArgumentType
 make = treespec.jit(static_flags=[False, True])
 make(loss)(jnp.ones(2), "3")  # E: reportArgumentType
