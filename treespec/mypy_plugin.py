@@ -74,6 +74,7 @@ from mypy.types import (
     Instance,
     LiteralType,
     NoneType,
+    Overloaded,
     ProperType,
     TupleType,
     Type,
@@ -1120,6 +1121,19 @@ def _check_transform_call(ctx: FunctionContext) -> None:
             found[name] = ctx.args[formal][0]
     if not found:
         return
+    fun: ProperType | None = None
+    if names and ctx.arg_types and ctx.arg_types[0]:
+        fun = get_proper_type(ctx.arg_types[0][0])
+    elif names and ctx.arg_types:
+        fun = _decorated(ctx)  # @treespec.jit(static_flags=...) on a function
+    _check_options(ctx, found, fun)
+
+
+def _check_options(
+    ctx: FunctionContext, found: dict[str, Expression], fun: ProperType | None
+) -> None:
+    """Check literal `static_flags=`/`default=` expressions against `fun`'s
+    parameters (only the entries' own form when `fun` is not known)."""
     default = found.get("default")
     if isinstance(default, StrExpr) and default.value not in DEFAULT_POLICIES:
         ctx.api.fail(
@@ -1132,11 +1146,6 @@ def _check_transform_call(ctx: FunctionContext) -> None:
     if flags_expr is None:
         return
     entry = _entry(flags_expr)
-    fun: ProperType | None = None
-    if names and ctx.arg_types and ctx.arg_types[0]:
-        fun = get_proper_type(ctx.arg_types[0][0])
-    elif names and ctx.arg_types:
-        fun = _decorated(ctx)  # @treespec.jit(static_flags=...) on a function
     if not isinstance(fun, CallableType):
         _check_entry(ctx, entry, None, "static_flags")
         return
@@ -1161,7 +1170,7 @@ def _check_transform_call(ctx: FunctionContext) -> None:
             if key not in known:
                 ctx.api.fail(
                     f"static_flags names {key!r}, which the function does not "
-                    f"take; its parameters are {sorted(known)!r}",
+                    f"take; its parameters are {[name for name, _ in params]!r}",
                     child.expr,
                     code=BAD_FLAGS,
                 )
@@ -1170,11 +1179,22 @@ def _check_transform_call(ctx: FunctionContext) -> None:
             _check_entry(ctx, child, node, f"static_flags[{key!r}]")
         return
     if entry.kind == "sequence":
-        if len(entry.items) > len(positional) and not has_star:
+        n = len(entry.items)
+        if n < len(positional) or (n > len(positional) and not has_star):
+            # The runtime's rule (`normalize_flags`): one entry per positional
+            # parameter (a method's `self` included), more only for `*args`.
+            missing = ", ".join(name for name, _ in positional[n:])
             ctx.api.fail(
-                f"static_flags has {len(entry.items)} entries but the function "
-                f"takes {len(positional)} positional parameters; give one entry "
-                "per positional parameter, or a dict keyed by name",
+                f"static_flags has {n} entries but the function takes "
+                f"{len(positional)} positional parameters "
+                f"({', '.join(name for name, _ in positional)}); "
+                + (
+                    f"{missing} would have none: add an entry for each (None lets "
+                    "the hints decide), or give a dict keyed by name"
+                    if missing
+                    else "give one entry per positional parameter, or a dict "
+                    "keyed by name"
+                ),
                 entry.expr,
                 code=BAD_FLAGS,
             )
@@ -1190,26 +1210,61 @@ def _check_transform_call(ctx: FunctionContext) -> None:
 
 
 def _decorated(ctx: FunctionContext) -> ProperType | None:
-    """The function at the top of the module that this call decorates."""
-    tree = getattr(ctx.api, "tree", None)
-    for stmt in getattr(tree, "defs", ()):
-        if isinstance(stmt, Decorator) and any(
-            d is ctx.context for d in stmt.original_decorators
-        ):
-            return get_proper_type(stmt.func.type) if stmt.func.type else None
-    return None
+    """The signature of the function this call decorates, anywhere in the
+    module (a method's includes `self`, as the flags of the function do)."""
+    from mypy.nodes import Block
+
+    def find(statements: list[Any]) -> Decorator | None:
+        # A walk of our own: compiled mypy's visitor classes cannot be
+        # subclassed from a plugin.
+        for stmt in statements:
+            if isinstance(stmt, Decorator):
+                if any(d is ctx.context for d in stmt.original_decorators):
+                    return stmt
+                blocks: list[Any] = [stmt.func.body]
+            elif isinstance(stmt, OverloadedFuncDef):
+                found = find(list(stmt.items))
+                if found is not None:
+                    return found
+                continue
+            elif isinstance(stmt, ClassDef):
+                blocks = [stmt.defs]
+            elif isinstance(stmt, FuncDef):
+                blocks = [stmt.body]
+            else:  # if/for/while/with/try: their blocks
+                blocks = []
+                for attr in ("body", "handlers", "else_body", "finally_body"):
+                    part = getattr(stmt, attr, None)
+                    blocks.extend(part if isinstance(part, list) else [part])
+            for block in blocks:
+                if isinstance(block, Block):
+                    found = find(block.body)
+                    if found is not None:
+                        return found
+        return None
+
+    stmt = find(list(getattr(getattr(ctx.api, "tree", None), "defs", ())))
+    if stmt is None or stmt.func.type is None:
+        return None
+    return get_proper_type(stmt.func.type)
+
+
+def _options_note(ctx: FunctionContext, error: BaseException) -> None:
+    """An internal failure while checking a call's options: a note, never a
+    crash."""
+    with contextlib.suppress(Exception):
+        ctx.api.msg.note(
+            f"treespec: this call's static_flags/default were not checked "
+            f"(internal {type(error).__name__}); please report it",
+            ctx.context,
+        )
 
 
 def _transform_call(ctx: FunctionContext) -> Type:
     try:
         _check_transform_call(ctx)
     except Exception as error:  # the plugin never breaks mypy
-        with contextlib.suppress(Exception):
-            ctx.api.msg.note(
-                f"treespec: this call's static_flags/default were not checked "
-                f"(internal {type(error).__name__}); please report it",
-                ctx.context,
-            )
+        _options_note(ctx, error)
     return ctx.default_return_type
 
 
@@ -1269,6 +1324,48 @@ def _eval_shape_call(ctx: FunctionContext) -> Type:
         return _shaped(fun.ret_type, sds)
     except Exception:  # the plugin never breaks mypy: keep the inline type
         return ctx.default_return_type
+
+
+# -- functools.partial(treespec.jit, ...) ----------------------------------------
+
+
+def _partial_call(ctx: FunctionContext) -> Type:
+    """`functools.partial(treespec.jit, static_flags=...)`: mypy's own partial
+    support gives up on an overloaded function, and `jit` is one (the direct
+    and the decorator-factory forms). Hand it the direct form, whose result
+    keeps the decorated function's signature; anything else is mypy's."""
+    from mypy.plugins.functools import handle_partial_with_callee, partial_new_callback
+
+    callee = ctx.args[0][0] if ctx.args and ctx.args[0] else None
+    if not (isinstance(callee, RefExpr) and callee.fullname in _TRANSFORMS):
+        return partial_new_callback(ctx)
+    try:
+        # The options given here, checked against the function this partial
+        # decorates when it is a decorator (`@functools.partial(jit, ...)`).
+        found = {
+            name: arg
+            for names, args in zip(ctx.arg_names[1:], ctx.args[1:])
+            for name, arg in zip(names, args)
+            if name in ("static_flags", "default")
+        }
+        if found:
+            _check_options(ctx, found, _decorated(ctx))
+    except Exception as error:  # the plugin never breaks mypy
+        _options_note(ctx, error)
+    try:
+        fun = get_proper_type(ctx.arg_types[0][0])
+        if isinstance(fun, Overloaded):
+            direct = [
+                item
+                for item in fun.items
+                if item.arg_types
+                and isinstance(get_proper_type(item.arg_types[0]), CallableType)
+            ]
+            if len(direct) == 1:
+                return handle_partial_with_callee(ctx, callee=direct[0])
+    except Exception:  # the plugin never breaks mypy: mypy's own answer
+        pass
+    return partial_new_callback(ctx)
 
 
 class _WithoutHook(Plugin):
@@ -1368,6 +1465,8 @@ class TreespecPlugin(Plugin):
     ) -> Callable[[FunctionContext], Type] | None:
         if fullname == _EVAL_SHAPE:
             return _eval_shape_call
+        if fullname == "functools.partial":
+            return _partial_call
         return _transform_call if fullname in _TRANSFORMS else None
 
     def get_customize_class_mro_hook(

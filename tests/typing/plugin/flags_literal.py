@@ -1,4 +1,7 @@
-"""Literal static_flags= and default= at a transform's call."""
+"""Literal static_flags= and default= at a transform's call, a decorator
+(also on methods, in function bodies, through functools.partial)."""
+
+import functools
 
 import jax
 
@@ -41,3 +44,55 @@ class Model:
     @treespec.jit(static_flags={"n": True})
     def apply(self, x: jax.Array, n: int) -> jax.Array:
         return x * n
+
+
+short = treespec.jit(f, static_flags=[False, True])  # E: treespec-bad-flags
+
+
+@functools.partial(treespec.jit, static_flags={"nn": True})  # E: treespec-bad-flags
+def p(x: jax.Array, n: int) -> jax.Array:
+    return x * n
+
+
+@functools.partial(treespec.jit, static_flags=[False, True], default="error")
+def p_ok(x: jax.Array, n: int) -> jax.Array:
+    return x * n
+
+
+# The partial keeps the decorated function's signature (mypy's own partial
+# support gives up on the overloaded `jit`).
+y: jax.Array = p_ok(jax.numpy.ones(2), 3)
+p_ok(jax.numpy.ones(2), "3")  # E: arg-type
+
+
+class Layer:
+    # A method's flags are the function's: `self` has the first entry.
+    @treespec.jit(static_flags=[None, False, True])
+    def apply(self, x: jax.Array, n: int) -> jax.Array:
+        return x * n
+
+    @treespec.jit(static_flags=[False, True])  # E: treespec-bad-flags
+    def short(self, x: jax.Array, n: int) -> jax.Array:
+        return x * n
+
+    @treespec.jit(static_flags=[None, True, True])  # E: treespec-bad-flags
+    def array_static(self, x: jax.Array, n: int) -> jax.Array:
+        return x * n
+
+    @staticmethod
+    @treespec.jit(static_flags=[False, True, False])  # E: treespec-bad-flags
+    def many(x: jax.Array, n: int) -> jax.Array:
+        return x * n
+
+
+def main() -> None:
+    @treespec.jit(static_flags={"m": True})  # E: treespec-bad-flags
+    def inner(x: jax.Array, n: int) -> jax.Array:
+        return x * n
+
+    if inner is not None:
+        with open(__file__) as _:
+
+            @treespec.jit(default="dynamc")  # E: treespec-bad-default
+            def deeper(x: jax.Array) -> jax.Array:
+                return x
