@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from functools import partial
 from typing import Any, NamedTuple, TypedDict
@@ -673,3 +674,126 @@ def test_a_marker_inside_a_recursive_class_keeps_the_argument_flattened() -> Non
     assert f._splitter.positional.whole_idx == (2,)  # only x, an array
     tree = {"value": 2, "children": [{"value": 3, "children": []}]}
     np.testing.assert_allclose(f(tree, [tree], jnp.ones(1)), 4.0)
+
+
+# -- the last structure first ---------------------------------------------------
+#
+# Both routes try the last call's structure first (`flatten_up_to`, which checks
+# the structure without building a treedef) and take its answer only when every
+# leaf it returns is a leaf; otherwise the call is flattened as usual.
+
+
+class _Pair(NamedTuple):
+    a: Any
+    b: Any
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class _Meta:
+    w: jax.Array
+    name: str = dataclasses.field(metadata={"static": True})
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal trees of equal types, arrays by value."""
+    if isinstance(a, jax.Array) or isinstance(b, jax.Array):
+        return isinstance(a, jax.Array) and bool(jnp.array_equal(a, b))
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        # JAX rebuilds a dict in sorted key order, as jax.jit does.
+        return sorted(a) == sorted(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, _Meta):
+        return a.name == b.name and _same(a.w, b.w)
+    return bool(a == b)
+
+
+def _echo_tree() -> Any:
+    @treespec.jit
+    def echo(t: Any, x: Dynamic[jax.Array]) -> Any:
+        return t, x
+
+    return echo
+
+
+@pytest.mark.parametrize(
+    "trees",
+    [
+        [3, (1, 2), [1, 2], None, 4],  # a container or None where a leaf was
+        [(1, 2), _Pair(1, 2), (1, 2)],  # a NamedTuple where a tuple was
+        [{"a": 1}, {"a": (1, 2)}, {"a": None}, {"b": 1}],
+        [[1, 2], (1, 2), [1, (2,)]],
+        [_Meta(jnp.ones(2), "a"), _Meta(jnp.ones(2), "b"), _Meta(jnp.zeros(2), "a")],
+        [1, 1.0, True, np.int32(1)],  # equal leaves of other types
+    ],
+)
+def test_a_call_of_another_structure_is_never_answered_by_the_last_one(
+    trees: list[Any],
+) -> None:
+    echo = _echo_tree()
+    for tree in trees * 2:
+        got, _ = echo(tree, jnp.ones(1))
+        assert _same(got, tree), (got, tree)
+
+
+_leaf = st.one_of(
+    st.integers(-2, 2),
+    st.sampled_from([0.5, True, False, "a", "b", None]),
+    st.integers(0, 2).map(lambda n: jnp.full((n,), 1.0)),
+)
+_tree = st.recursive(
+    _leaf,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.lists(inner, max_size=3).map(tuple),
+        st.builds(_Pair, inner, inner),
+        st.dictionaries(st.sampled_from("xyz"), inner, max_size=3),
+        st.builds(_Meta, st.just(jnp.ones(1)), st.sampled_from("ab")),
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_tree, min_size=1, max_size=6))
+def test_any_sequence_of_structures_comes_back_exact(trees: list[Any]) -> None:
+    # One function, called with structures in any order: each call sees what
+    # it was given (types included), whatever the last call's structure was.
+    echo = _echo_tree()
+    for tree in trees + trees[::-1]:
+        got, _ = echo(tree, jnp.ones(1))
+        assert _same(got, tree), (got, tree)
+
+
+def test_alternating_structures_stop_trying_the_last_one(
+    counter: dict[str, int],
+) -> None:
+    @treespec.jit
+    def f(t: Any, x: Dynamic[jax.Array]) -> Any:
+        counter["n"] += 1
+        return t
+
+    route = f._splitter.positional
+    for i in range(200):
+        tree = (1, 2) if i % 2 else [1, 2]
+        assert _same(f(tree, jnp.ones(1)), tree)
+    assert counter["n"] == 2
+    assert route._try_last is False and route._last is None
+    f.clear_cache()
+    assert route._try_last is True
+
+
+def test_the_call_route_tries_the_last_structure_too(counter: dict[str, int]) -> None:
+    @treespec.jit
+    def f(x: Dynamic[jax.Array], *, n: Any) -> Any:
+        counter["n"] += 1
+        return x, n
+
+    for n in [1, (1, 2), 1, [1], 1.0, None]:
+        _, got = f(jnp.ones(1), n=n)
+        assert _same(got, n)
+    assert f._splitter.general._last is not None
+    assert counter["n"] == 5  # 1 twice: one trace
