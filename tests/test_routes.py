@@ -676,11 +676,11 @@ def test_a_marker_inside_a_recursive_class_keeps_the_argument_flattened() -> Non
     np.testing.assert_allclose(f(tree, [tree], jnp.ones(1)), 4.0)
 
 
-# -- the last structure first ---------------------------------------------------
+# -- a call of another structure -----------------------------------------------
 #
-# Both routes try the last call's structure first (`flatten_up_to`, which checks
-# the structure without building a treedef) and take its answer only when every
-# leaf it returns is a leaf; otherwise the call is flattened as usual.
+# Plans are per tree structure: a container, None or a NamedTuple where an
+# earlier call had a leaf or a tuple is another structure, never answered by
+# the plan (or the trace) of the earlier one.
 
 
 class _Pair(NamedTuple):
@@ -730,7 +730,7 @@ def _echo_tree() -> Any:
         [1, 1.0, True, np.int32(1)],  # equal leaves of other types
     ],
 )
-def test_a_call_of_another_structure_is_never_answered_by_the_last_one(
+def test_a_call_of_another_structure_is_never_answered_by_an_earlier_one(
     trees: list[Any],
 ) -> None:
     echo = _echo_tree()
@@ -768,25 +768,7 @@ def test_any_sequence_of_structures_comes_back_exact(trees: list[Any]) -> None:
         assert _same(got, tree), (got, tree)
 
 
-def test_alternating_structures_stop_trying_the_last_one(
-    counter: dict[str, int],
-) -> None:
-    @treespec.jit
-    def f(t: Any, x: Dynamic[jax.Array]) -> Any:
-        counter["n"] += 1
-        return t
-
-    route = f._splitter.positional
-    for i in range(200):
-        tree = (1, 2) if i % 2 else [1, 2]
-        assert _same(f(tree, jnp.ones(1)), tree)
-    assert counter["n"] == 2
-    assert route._try_last is False and route._last is None
-    f.clear_cache()
-    assert route._try_last is True
-
-
-def test_the_call_route_tries_the_last_structure_too(counter: dict[str, int]) -> None:
+def test_the_call_route_keeps_structures_apart_too(counter: dict[str, int]) -> None:
     @treespec.jit
     def f(x: Dynamic[jax.Array], *, n: Any) -> Any:
         counter["n"] += 1
@@ -795,5 +777,4 @@ def test_the_call_route_tries_the_last_structure_too(counter: dict[str, int]) ->
     for n in [1, (1, 2), 1, [1], 1.0, None]:
         _, got = f(jnp.ones(1), n=n)
         assert _same(got, n)
-    assert f._splitter.general._last is not None
     assert counter["n"] == 5  # 1 twice: one trace

@@ -61,7 +61,6 @@ __all__ = [
 
 # The registry's own method: one Python frame less than `tree_flatten` per call.
 _flatten = jax.tree_util.default_registry.flatten
-_all_leaves = jax.tree_util.all_leaves
 
 #: The static part of one call: `(split, *static_leaves, *their_types)`. JAX
 #: hashes it as the static argument of the compiled call, so `1`, `1.0` and
@@ -72,10 +71,6 @@ Key = tuple[Any, ...]
 #: JAX's own bounded cache: only a function called with thousands of static
 #: configurations, each compiled, ever reaches it).
 MAX_STATIC_KEYS = 4096
-
-#: Calls a route lets miss its last structure before it checks whether
-#: structures alternate (and stops trying the last one first).
-_MAX_MISSES = 64
 
 
 def make_key(split: Split, static: Sequence[Any]) -> Key:
@@ -140,13 +135,6 @@ class Route:
         self.ctx = ctx
         self._plans: dict[Any, Plan] = {}
         self._lock = threading.RLock()
-        #: The plan of the last structure flattened, tried first (`_leaves`),
-        #: unless structures alternate: more than `_MAX_MISSES` calls, and a
-        #: fifth of them, whose structure was not the last one.
-        self._last: Plan | None = None
-        self._try_last = True
-        self._hits = 0
-        self._misses = 0
 
     # What each route defines.
 
@@ -180,40 +168,6 @@ class Route:
     def clear(self) -> None:
         with self._lock:
             self._plans.clear()
-            self._last = None
-            self._try_last = True
-            self._hits = self._misses = 0
-
-    def _leaves(
-        self, tree: Any, args: Any, kwargs: Any, skip: frozenset[int] = frozenset()
-    ) -> tuple[list[Any], Plan]:
-        """`tree`'s leaves and the plan of its structure.
-
-        Tried first: the last structure's `flatten_up_to`, which checks the
-        structure and collects the leaves without building a new treedef to
-        hash and compare (about a third of a flatten and a lookup). It only
-        answers when every leaf it returns is a leaf (`all_leaves`): a
-        container where the last call had a leaf is another structure, so the
-        answer is exactly the full flatten's.
-        """
-        last = self._last
-        if last is not None:
-            try:
-                leaves = last.treedef.flatten_up_to(tree)
-            except (TypeError, ValueError):
-                leaves = None
-            if leaves is not None and _all_leaves(leaves):
-                self._hits += 1
-                return leaves, last
-            self._misses += 1
-            if self._misses > _MAX_MISSES and 4 * self._misses > self._hits:
-                self._try_last = False  # alternating structures: stop trying
-                self._last = None
-        leaves, treedef = _flatten(tree)
-        plan = self._plans.get(treedef) or self._plan(args, kwargs, treedef, skip=skip)
-        if self._try_last:
-            self._last = plan
-        return leaves, plan
 
     def _plan(
         self,
@@ -310,7 +264,10 @@ class PositionalRoute(Route):
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[Key, Sequence[Any]]:
         mixed = self.get_mixed(args)
-        leaves, plan = self._leaves(mixed, args, kwargs, self._skip)
+        leaves, treedef = _flatten(mixed)
+        plan = self._plans.get(treedef) or self._plan(
+            args, kwargs, treedef, skip=self._skip
+        )
         split = plan.fixed or plan.split(leaves)
         if not split.dynamic_idx:
             return self._intern(split, leaves, mixed), self.get_whole(args)
@@ -421,7 +378,8 @@ class CallRoute(Route):
     def split(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[Key, Sequence[Any]]:
-        leaves, plan = self._leaves((args, kwargs), args, kwargs)
+        leaves, treedef = _flatten((args, kwargs))
+        plan = self._plans.get(treedef) or self._plan(args, kwargs, treedef)
         split = plan.fixed or plan.split(leaves)
         static = split.get_static(leaves)
         return make_key(split, static), split.get_dynamic(leaves)
