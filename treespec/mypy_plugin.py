@@ -1271,7 +1271,7 @@ def _transform_call(ctx: FunctionContext) -> Type:
 # -- eval_shape's result -------------------------------------------------------
 
 _EVAL_SHAPE: Final = "treespec._checkpoint.eval_shape"
-_SHAPE_DTYPE_STRUCT: Final = ("jax.ShapeDtypeStruct", "jax._src.api.ShapeDtypeStruct")
+_SHAPE_DTYPE_STRUCT: Final = ("jax.ShapeDtypeStruct", "jax._src.core.ShapeDtypeStruct")
 
 
 def _shaped(typ: Type, sds: Instance, depth: int = 0) -> Type:
@@ -1334,11 +1334,15 @@ def _partial_call(ctx: FunctionContext) -> Type:
     support gives up on an overloaded function, and `jit` is one (the direct
     and the decorator-factory forms). Hand it the direct form, whose result
     keeps the decorated function's signature; anything else is mypy's."""
-    from mypy.plugins.functools import handle_partial_with_callee, partial_new_callback
+    try:  # mypy's partial support, whose helpers are not a public API
+        from mypy.plugins import functools as mypy_functools
 
+        mypys = mypy_functools.partial_new_callback
+    except Exception:
+        return ctx.default_return_type
     callee = ctx.args[0][0] if ctx.args and ctx.args[0] else None
     if not (isinstance(callee, RefExpr) and callee.fullname in _TRANSFORMS):
-        return partial_new_callback(ctx)
+        return mypys(ctx)
     try:
         # The options given here, checked against the function this partial
         # decorates when it is a decorator (`@functools.partial(jit, ...)`).
@@ -1362,10 +1366,10 @@ def _partial_call(ctx: FunctionContext) -> Type:
                 and isinstance(get_proper_type(item.arg_types[0]), CallableType)
             ]
             if len(direct) == 1:
-                return handle_partial_with_callee(ctx, callee=direct[0])
+                return mypy_functools.handle_partial_with_callee(ctx, callee=direct[0])
     except Exception:  # the plugin never breaks mypy: mypy's own answer
         pass
-    return partial_new_callback(ctx)
+    return mypys(ctx)
 
 
 class _WithoutHook(Plugin):
