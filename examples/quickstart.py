@@ -81,7 +81,7 @@ def main() -> None:
         if i % 50 == 0 or i == 299:
             print(f"step {i:3d}  loss {float(loss):.5f}")
             first = first if first is not None else float(loss)
-    assert float(loss) < first, "the loss should go down"
+    assert first is not None and float(loss) < first, "the loss should go down"
 
     print(f"\nTraced {step.trace_count} time(s) so far.")
     cfg = {**cfg, "learning_rate": 0.05}  # Dynamic: no new trace

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Optional, Union
+from typing import Annotated, Any, Optional, Union
 
 import dataclasses
 from typing import NamedTuple
@@ -274,3 +274,158 @@ def test_the_cases_compile_to_the_lines_read() -> None:
     for i, (annotation, _, _) in enumerate(CASES):
         assert source[_line_of(i) - 1] == f"def case_{i}(x: {annotation}) -> None: ..."
     assert np.unique([a for a, _, _ in CASES]).size == len(CASES)
+
+
+# -- literal static_flags= and default= ------------------------------------------
+
+#: (parameters, the options as written at `treespec.jit(f, ...)`, the call's
+#: arguments, refused by the runtime).
+FLAG_CASES: list[tuple[str, str, str, bool]] = [
+    (
+        "x: jax.Array, n: int",
+        "static_flags=[False, True]",
+        "jax.numpy.ones(2), 3",
+        False,
+    ),
+    (
+        "x: jax.Array, n: int",
+        "static_flags=[None, True]",
+        "jax.numpy.ones(2), 3",
+        False,
+    ),
+    ("x: jax.Array, n: int", "static_flags=[False]", "jax.numpy.ones(2), 3", True),
+    (
+        "x: jax.Array, n: int",
+        "static_flags=[False, True, True]",
+        "jax.numpy.ones(2), 3",
+        True,
+    ),
+    (
+        "x: jax.Array, *ns: int",
+        "static_flags=[False, True, True]",
+        "jax.numpy.ones(2), 1, 2",
+        False,
+    ),
+    ("x: jax.Array, n: int", "static_flags={'n': True}", "jax.numpy.ones(2), 3", False),
+    ("x: jax.Array, n: int", "static_flags={'nn': True}", "jax.numpy.ones(2), 3", True),
+    ("x: jax.Array, n: int", "static_flags={'x': True}", "jax.numpy.ones(2), 3", True),
+    (
+        "x: jax.Array, n: int",
+        "static_flags=[False, 'yes']",
+        "jax.numpy.ones(2), 3",
+        True,
+    ),
+    (
+        "x: jax.Array, cfg: dict[str, int]",
+        "static_flags=[False, {'a': True}]",
+        "jax.numpy.ones(2), {'a': 1}",
+        False,
+    ),
+    (
+        "x: jax.Array, n: int",
+        "static_flags={'n': lambda leaf: True}",
+        "jax.numpy.ones(2), 3",
+        False,
+    ),
+    ("x: jax.Array, n: Static[int]", "default='static'", "jax.numpy.ones(2), 3", True),
+    (
+        "x: Dynamic[jax.Array], n: int",
+        "default='static'",
+        "jax.numpy.ones(2), 3",
+        False,
+    ),
+    (
+        "x: jax.Array, n: int",
+        "static_flags=[False, None], default='static'",
+        "jax.numpy.ones(2), 3",
+        False,
+    ),
+    ("x: jax.Array, s: str", "default='dynamic'", "jax.numpy.ones(2), 'a'", True),
+    (
+        "x: jax.Array, s: str",
+        "static_flags={'s': True}, default='dynamic'",
+        "jax.numpy.ones(2), 'a'",
+        False,
+    ),
+    ("x: jax.Array, n: Static[int]", "default='error'", "jax.numpy.ones(2), 3", True),
+    (
+        "x: Dynamic[jax.Array], n: Static[int]",
+        "default='error'",
+        "jax.numpy.ones(2), 3",
+        False,
+    ),
+    (
+        "x: jax.Array, n: Static[int]",
+        "static_flags={'x': False}, default='error'",
+        "jax.numpy.ones(2), 3",
+        False,
+    ),
+    ("x: Any, n: Static[int]", "default='error'", "(), 3", False),
+    ("x: jax.Array, n: Static[int]", "default='dynamc'", "jax.numpy.ones(2), 3", True),
+]
+
+
+def _flag_source() -> str:
+    lines = [HEADER]
+    for i, (params, options, _, _) in enumerate(FLAG_CASES):
+        lines.append(f"def flag_fun_{i}({params}) -> None: ...")
+        lines.append(
+            f"def make_{i}() -> object: return treespec.jit(flag_fun_{i}, {options})"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _flag_line_of(i: int) -> int:
+    return HEADER.count("\n") + 3 + 2 * i
+
+
+@pytest.fixture(scope="module")
+def flag_module(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Any, dict[int, list[str]]]:
+    folder = tmp_path_factory.mktemp("flag_agreement")
+    (folder / "flag_cases.py").write_text(_flag_source())
+    config = folder / "mypy.ini"
+    config.write_text("[mypy]\nplugins = treespec.mypy_plugin\n")
+    done = run_mypy(folder / "flag_cases.py", config, folder)
+    found: dict[int, list[str]] = {}
+    for line in done.stdout.splitlines():
+        match = re.match(r"^.*flag_cases\.py:(\d+): error: .*\[([a-z-]+)\]$", line)
+        assert match, line
+        found.setdefault(int(match[1]), []).append(match[2])
+    spec = importlib.util.spec_from_file_location(
+        "flag_cases", folder / "flag_cases.py"
+    )
+    assert spec is not None and spec.loader is not None
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules["flag_cases"] = loaded
+    spec.loader.exec_module(loaded)
+    return loaded, found
+
+
+@pytest.mark.parametrize(
+    ("i", "refused"),
+    [
+        pytest.param(i, refused, id=f"{params} | {options}")
+        for i, (params, options, _, refused) in enumerate(FLAG_CASES)
+    ],
+)
+def test_runtime_and_plugin_agree_on_literal_options(
+    i: int, refused: bool, flag_module: tuple[Any, dict[int, list[str]]]
+) -> None:
+    module, lines = flag_module
+    try:
+        jitted = getattr(module, f"make_{i}")()
+        jitted(*eval(f"({FLAG_CASES[i][2]},)", vars(module)))
+        runtime_refuses = False
+    except (treespec.SpecError, treespec.ValidationError):
+        runtime_refuses = True
+    assert runtime_refuses is refused
+    codes = [c for c in lines.get(_flag_line_of(i), []) if c.startswith("treespec-")]
+    assert bool(codes) is refused, (FLAG_CASES[i][:2], codes)
+
+
+def test_the_option_cases_compile_to_the_lines_read() -> None:
+    source = _flag_source().splitlines()
+    for i in range(len(FLAG_CASES)):
+        assert source[_flag_line_of(i) - 1].startswith(f"def make_{i}() -> object:")

@@ -1143,9 +1143,11 @@ def _check_options(
             code=BAD_DEFAULT,
         )
     flags_expr = found.get("static_flags")
-    if flags_expr is None:
+    entry = _entry(flags_expr) if flags_expr is not None else None
+    if isinstance(default, StrExpr) and isinstance(fun, CallableType):
+        _check_policy(ctx, default, fun, entry)
+    if entry is None:
         return
-    entry = _entry(flags_expr)
     if not isinstance(fun, CallableType):
         _check_entry(ctx, entry, None, "static_flags")
         return
@@ -1207,6 +1209,72 @@ def _check_options(
             _check_entry(ctx, child, at, f"static_flags[{index}]")
         return
     _check_entry(ctx, entry, None, "static_flags")
+
+
+def _check_policy(
+    ctx: FunctionContext, default: StrExpr, fun: CallableType, flags: _Entry | None
+) -> None:
+    """What `default=` makes of the parameters that no marker or flag entry
+    speaks for, judged as the runtime judges them: under "static" or "dynamic"
+    the verdicts of that marker around them, under "error" any leaf left
+    uncovered (which the runtime refuses at the call)."""
+    from mypy.nodes import ARG_OPT, ARG_POS
+
+    policy = default.value
+    if policy not in ("static", "dynamic", "error"):
+        return
+    if flags is not None and flags.kind not in ("mapping", "sequence"):
+        return  # a bool or a callable speaks for every leaf; or not a literal
+    positional = [
+        name
+        for name, kind in zip(fun.arg_names, fun.arg_kinds)
+        if kind in (ARG_POS, ARG_OPT)
+    ]
+    flagged: set[str] = set()
+    for key, child in flags.items if flags is not None else ():
+        if child.kind == "none":
+            continue  # None: the hints (and so the default) decide
+        if isinstance(key, int):
+            at = positional[key] if key < len(positional) else None
+            if at is not None:
+                flagged.add(at)
+        else:
+            flagged.add(str(key))
+    builder = _Builder()
+    for name, t in zip(fun.arg_names, fun.arg_types):
+        if name is None or name in flagged:
+            continue
+        node = builder.node(t)
+        if node.marker is not None:
+            continue
+        if policy == "error":
+            bare = [
+                place
+                for place in covered(node)
+                if isinstance(place, LeafNode) and not isinstance(place, AnyNode)
+            ]
+            if bare:
+                ctx.api.fail(
+                    f"default='error' and no marker or flag covers {name} "
+                    f'("{bare[0].text}"): the call would be refused; mark it '
+                    "Static[...]/Dynamic[...], give it a static_flags entry, or "
+                    "choose another default",
+                    default,
+                    code=BAD_DEFAULT,
+                )
+            continue
+        marker = Marker.STATIC if policy == "static" else Marker.DYNAMIC
+        for place in covered(node.with_marker(marker, node.text)):
+            problem = type_problem(place, marker)
+            if problem is not None:
+                ctx.api.fail(
+                    f"default={policy!r} makes {name} "
+                    f"{'static' if marker is Marker.STATIC else 'traced'}, as "
+                    f"{marker.title}[...] would: {problem}",
+                    default,
+                    code=BAD_DEFAULT,
+                )
+                break
 
 
 def _decorated(ctx: FunctionContext) -> ProperType | None:

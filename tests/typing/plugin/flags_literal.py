@@ -25,7 +25,11 @@ e = treespec.jit(f, default="dynamc")  # E: treespec-bad-default
 k = treespec.jit(static_flags=[1])  # E: treespec-bad-flags
 ok1 = treespec.jit(f, static_flags=[False, True, {"a": True}], default="error")
 ok2 = treespec.jit(f, static_flags=dict(n=True, cfg=lambda leaf: True))
-ok3 = treespec.jit(g, static_flags={"n": True}, default="static")
+ok3 = treespec.jit(g, static_flags={"x": False}, default="static")
+# default="static" holds the unmarked array x static, which the call refuses:
+bad3 = treespec.jit(g, static_flags={"n": True}, default="static")  # E: treespec-bad-default
+bad4 = treespec.jit(f, default="error")  # E: treespec-bad-default
+ok6 = treespec.jit(f, static_flags=[False, True, True], default="error")
 ok4 = treespec.grad(f, static_flags={"n": True})
 ok5 = treespec.vmap(f, static_flags=[None, True, True])
 
