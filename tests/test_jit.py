@@ -182,6 +182,25 @@ def test_plain_class_method(counter: dict[str, int]) -> None:
     assert counter["n"] == 1
 
 
+def test_a_jitted_method_of_a_module_stays_an_equinox_pytree_bound_method() -> None:
+    # equinox turns a bound method (types.MethodType) of a Module into its
+    # BoundMethod, a pytree of the instance: transforms see the Module's
+    # leaves, and the bound method's spec has no `self`.
+    class Model(eqx.Module):
+        w: jax.Array
+
+        @treespec.jit
+        def loss(self, x: jax.Array, k: Static[int]) -> jax.Array:
+            return jnp.sum(self.w * x) * k
+
+    m = Model(2 * jnp.ones(2))
+    leaves = jax.tree_util.tree_leaves(m.loss)
+    assert len(leaves) == 1 and leaves[0] is m.w
+    assert [p.name for p in treespec.spec_of(m.loss).params] == ["x", "k"]
+    np.testing.assert_allclose(treespec.grad(m.loss)(jnp.ones(2), 3), 6.0)
+    np.testing.assert_allclose(jax.grad(m.loss)(jnp.ones(2), 3), 6.0)
+
+
 def test_one_trace_per_key_static_types_are_distinct(counter: dict[str, int]) -> None:
     @treespec.jit
     def f(x: jax.Array, k: Static[Any]) -> Any:
