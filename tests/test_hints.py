@@ -6,6 +6,9 @@ Each test resolves a concrete call and asserts the kind of every leaf.
 from __future__ import annotations
 
 import dataclasses
+import re
+import typing
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Generic, NamedTuple, Optional, TypedDict, TypeVar
 
 import equinox as eqx
@@ -419,3 +422,156 @@ def test_spec_derived_once_per_function(spy: Any) -> None:
     derived = [args[0] for args in recorded]
     assert derived.count(f) == 1
     assert len(derived) == 2
+
+
+def test_bare_tuple_list_and_dict_hold_any_items(counter: dict[str, int]) -> None:
+    def f(t: tuple, lst: list, d: dict, e: tuple[()]) -> None: ...
+
+    spec = treespec.spec_of(f)
+    assert repr(spec).endswith(".f(t: tuple, lst: list, d: dict, e: tuple) -> None)")
+    assert spec.tree().splitlines()[1:] == [
+        "  t: tuple",
+        "    [*]: Any",
+        "  lst: list",
+        "    [*]: Any",
+        "  d: dict",
+        "    [*]: Any",
+        "  e: tuple",  # tuple[()]: no items at all
+        "  return: None",
+    ]
+
+    # No item annotation: the "infer" default decides each leaf.
+    @treespec.jit
+    def g(t: tuple, lst: list, d: dict, e: tuple[()]) -> Any:
+        counter["n"] += 1
+        return jax.tree_util.tree_map(
+            lambda v: isinstance(v, jax.core.Tracer), (t, lst, d, e)
+        )
+
+    traced = g((1, A), [2.0, A], {"k": "s", "w": A}, ())
+    assert traced == ((False, True), [False, True], {"k": False, "w": True}, ())
+    g((1, 2 * A), [2.0, A], {"k": "s", "w": A}, ())
+    assert counter["n"] == 1  # new array values: no retrace
+    g((3, A), [2.0, A], {"k": "s", "w": A}, ())
+    assert counter["n"] == 2  # a new static int: a retrace
+
+
+@pytest.mark.parametrize(
+    ("annotation", "good", "bad", "expected"),
+    [
+        (tuple, (1, A), [1], "tuple, got list [1]"),
+        (list, [1, A], (1,), "list, got tuple (1,)"),
+        (dict, {"a": 1}, [1], "dict, got list [1]"),
+        (tuple[()], (), (1,), "tuple (length 0), got tuple of length 1"),
+        (typing.Tuple[()], (), (1,), "tuple (length 0), got tuple of length 1"),  # noqa: UP006
+    ],
+)
+def test_bare_containers_and_the_empty_tuple_check_the_container_they_get(
+    annotation: Any, good: Any, bad: Any, expected: str
+) -> None:
+    treespec.validate(good, annotation)
+    with pytest.raises(
+        treespec.ValidationError, match=re.escape(f"expected {expected}")
+    ):
+        treespec.validate(bad, annotation)
+
+
+def test_an_abstract_container_of_an_unknown_name_stays_one_opaque_annotation() -> None:
+    # As a library's alias may be (`optax.OptState` is `Mapping[Any, "ArrayTree"]`,
+    # a name only its module knows): no marker can be inside, so no SpecError.
+    def f(cfg, sizes) -> None: ...  # type: ignore[no-untyped-def]
+
+    f.__annotations__ = {
+        "cfg": Mapping[str, "NoSuchName"],
+        "sizes": Sequence["NoSuchName"],
+    }
+    spec = treespec.spec_of(f)
+    assert repr(spec).endswith(
+        ".f(cfg: Mapping[str, NoSuchName], sizes: Sequence[NoSuchName]))"
+    )
+    assert spec.tree().splitlines()[1:] == [
+        "  cfg: Mapping[str, NoSuchName]",  # one leaf annotation: nothing below
+        "  sizes: Sequence[NoSuchName]",
+    ]
+    assert resolve(f, {"n": 1, "w": A}, (2, A)) == {
+        "cfg['n']": "static",
+        "cfg['w']": "dynamic",
+        "sizes[0]": "static",
+        "sizes[1]": "dynamic",
+    }
+    # The annotation is still checked as a whole (by beartype).
+    with pytest.raises(
+        treespec.ValidationError,
+        match=r"at cfg: expected Mapping\[str, NoSuchName\] \(static\), got int 1",
+    ):
+        treespec.jit(f)(1, ())
+
+
+@pytest.mark.parametrize("annotation", [list["NoSuchName"], dict[str, "NoSuchName"]])
+def test_a_list_or_dict_of_an_unknown_name_is_refused(annotation: Any) -> None:
+    def f(x) -> None: ...  # type: ignore[no-untyped-def]
+
+    f.__annotations__ = {"x": annotation}
+    with pytest.raises(
+        treespec.SpecError,
+        match=r"cannot resolve the forward reference 'NoSuchName' in parameter 'x'",
+    ):
+        treespec.jit(f)
+
+
+class _Unhashable:
+    def __eq__(self, other: object) -> bool:  # sets __hash__ to None
+        return self is other
+
+
+class _Hashable:
+    pass
+
+
+def test_the_shared_rules_read_callables_and_unhashables_off_runtime_specs() -> None:
+    # No runtime check reads these facts (a Static value that cannot be hashed
+    # is refused at the call, from the value): the shared verdicts of
+    # `treespec._rules`, which the mypy plugin asks of its own nodes, do.
+    from treespec._markers import Marker
+    from treespec._rules import type_problem
+
+    def f(
+        fn: Callable[[int], int],
+        bare: Callable,
+        u: Static[_Unhashable],
+        h: Static[_Hashable],
+    ) -> None: ...
+
+    spec = treespec.spec_of(f)
+
+    def problem(name: str, marker: Marker) -> str | None:
+        param = spec.param(name)
+        assert param is not None
+        return type_problem(param.node, marker)
+
+    assert "a callable cannot be traced" in (problem("fn", Marker.DYNAMIC) or "")
+    assert "a callable cannot be traced" in (problem("bare", Marker.DYNAMIC) or "")
+    assert "is not hashable, so it cannot be Static" in (
+        problem("u", Marker.STATIC) or ""
+    )
+    assert problem("h", Marker.STATIC) is None
+
+
+def test_a_required_key_of_a_total_false_typeddict_must_be_there() -> None:
+    # This module's `from __future__ import annotations` hides `Required` (a
+    # string hint) from `TypedDict` itself; treespec reads it there.
+    treespec.validate({"steps": 2}, Partial)  # `lr` may be missing: total=False
+    with pytest.raises(
+        treespec.ValidationError,
+        match=r"at value\['steps'\]: expected required key 'steps' of Partial, "
+        r"got nothing \(the key is missing\)",
+    ):
+        treespec.validate({"lr": 1.0}, Partial)
+
+
+def test_a_notrequired_key_of_a_total_typeddict_may_be_missing() -> None:
+    treespec.validate({"name": "x"}, WithNotRequired)
+    with pytest.raises(
+        treespec.ValidationError, match=r"required key 'name' of WithNotRequired"
+    ):
+        treespec.validate({"extra": 1.0}, WithNotRequired)

@@ -7,12 +7,13 @@ get wrong: markers around unions, and flags over annotations with markers.
 from __future__ import annotations
 
 from functools import partial
-from typing import Optional, TypedDict, Union
+from typing import Any, NamedTuple, Optional, TypedDict, Union
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxtyping import PyTree
 
 import treespec
 from treespec import Dynamic, SpecError, Static
@@ -300,3 +301,117 @@ def test_a_container_in_an_optional_follows_its_member() -> None:
 
     assert resolve(f, (1, 2)) == {"x[0]": "dynamic", "x[1]": "static"}
     assert resolve(f, None) == {}
+
+
+def test_an_array_argument_given_a_container_or_none_names_what_was_expected() -> None:
+    @treespec.jit
+    def f(x: jax.Array) -> jax.Array:
+        return x
+
+    with pytest.raises(
+        treespec.ValidationError,
+        match=r"\.f: 1 problem in argument x\n"
+        r"  argument x, at x: expected Array, got tuple \(float32\[1\], float32\[1\]\)",
+    ):
+        f((jnp.ones(1), jnp.ones(1)))
+    with pytest.raises(
+        treespec.ValidationError, match=r"at x: expected Array, got NoneType None"
+    ):
+        f(None)
+
+    # An array annotation that is no class (a parametrised ndarray) too.
+    @treespec.jit
+    def g(x: np.ndarray[Any, np.dtype[np.float32]]) -> jax.Array:
+        return x
+
+    with pytest.raises(
+        treespec.ValidationError,
+        match=r"argument x, at x: expected ndarray\[Any, dtype\[float32\]\], got tuple",
+    ):
+        g((np.ones(1, np.float32),))
+
+
+class _Point(NamedTuple):
+    x: Dynamic[float]
+    label: Static[str]
+
+
+def test_a_namedtuple_and_a_plain_tuple_are_not_taken_for_one_another() -> None:
+    @treespec.jit
+    def by_class(p: _Point) -> jax.Array:
+        return jnp.asarray(p.x)
+
+    @treespec.jit
+    def by_items(p: tuple[Dynamic[float], Static[str]]) -> jax.Array:
+        return jnp.asarray(p[0])
+
+    np.testing.assert_allclose(by_class(_Point(1.0, "a")), 1.0)
+    np.testing.assert_allclose(by_items((2.0, "a")), 2.0)
+    with pytest.raises(
+        treespec.ValidationError,
+        match=r"argument p, at p: expected _Point, got tuple \(1\.0, 'a'\)",
+    ):
+        by_class((1.0, "a"))
+    # A NamedTuple's children are its fields, not items: the items' markers
+    # would not reach them.
+    with pytest.raises(
+        treespec.ValidationError,
+        match=r"argument p, at p: expected tuple\[Dynamic\[float\], Static\[str\]\], "
+        r"got _Point",
+    ):
+        by_items(_Point(1.0, "a"))
+
+
+def test_a_pytree_of_a_union_takes_the_marker_its_members_share(
+    counter: dict[str, int],
+) -> None:
+    # An int is static by default: only the members' Dynamic traces these.
+    @treespec.jit
+    def total(t: PyTree[Dynamic[int] | Dynamic[float]]) -> jax.Array:
+        counter["n"] += 1
+        assert all(isinstance(v, jax.core.Tracer) for v in jax.tree_util.tree_leaves(t))
+        return sum(jax.tree_util.tree_leaves(t))  # type: ignore[return-value]
+
+    assert float(total({"a": 1, "b": [2, 3.0]})) == 6.0
+    assert float(total({"a": 4, "b": [5, 6.0]})) == 15.0
+    assert counter["n"] == 1  # new ints: traced, no retrace
+    assert resolve(total.__wrapped__, {"a": 1, "b": [2, 3.0]}) == {
+        "t['a']": "dynamic",
+        "t['b'][0]": "dynamic",
+        "t['b'][1]": "dynamic",
+    }
+
+
+def test_a_call_that_does_not_fit_the_signature_is_a_type_error() -> None:
+    def f(x: jax.Array, n: Static[int] = 2) -> jax.Array:
+        return x * n
+
+    # vmap takes the call as written (its in_axes follow it): the signature is
+    # checked when the call is resolved, and so is explain's call.
+    batched = treespec.vmap(f)
+    np.testing.assert_allclose(batched(jnp.ones((2, 1))), 2.0)
+    np.testing.assert_allclose(batched(jnp.ones((2, 1)), n=3), 3.0)
+    with pytest.raises(
+        TypeError, match=r"\.f\(\): got an unexpected keyword argument 'm'$"
+    ):
+        batched(jnp.ones((2, 1)), m=3)
+    with pytest.raises(TypeError, match=r"\.f\(\): too many positional arguments$"):
+        batched(jnp.ones((2, 1)), 2, 3)
+    with pytest.raises(TypeError, match=r"\.f\(\): missing a required argument: 'x'$"):
+        treespec.explain(f, n=3)
+
+
+def test_grad_holds_keyword_only_floats_static() -> None:
+    # Only the differentiated positional argument's floats are traced; a float
+    # passed to a keyword-only parameter or **kwargs is held static, so it is
+    # checked as a static value.
+    def loss(x: float, *, scale: int, **extra: int) -> jax.Array:
+        return x * scale  # type: ignore[return-value]
+
+    grad = treespec.grad(loss)
+    assert float(grad(1.5, scale=3)) == 3.0
+    with pytest.raises(treespec.ValidationError) as info:
+        grad(1.5, scale=2.5, other=0.5)
+    msg = str(info.value)
+    assert "at scale: expected int (static), got float 2.5" in msg
+    assert "at extra['other']: expected int (static), got float 0.5" in msg
