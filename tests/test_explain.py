@@ -61,3 +61,19 @@ def test_explain_reports_invalid_arguments(capsys: pytest.CaptureFixture[str]) -
     treespec.explain(step, {"w": jnp.ones(2)}, jnp.ones(3), {"n_layers": 2})
     out = capsys.readouterr().out
     assert "required key 'scale' of Config" in out
+
+
+def test_explain_of_grad_shows_the_floats_it_differentiates(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # grad traces the unannotated floats of the arguments it differentiates;
+    # explain says what the transform does, not what jit would.
+    def loss(x, y):  # type: ignore[no-untyped-def]
+        return x * y
+
+    treespec.explain(treespec.grad(loss), 2.0, 3.0)
+    text = capsys.readouterr().out
+    lines = dict(line.split(None, 1) for line in text.splitlines()[1:])
+    assert lines["x"].startswith("dynamic"), text
+    assert lines["y"].startswith("static"), text
+    assert float(treespec.grad(loss)(2.0, 3.0)) == 3.0

@@ -575,3 +575,25 @@ def test_a_notrequired_key_of_a_total_typeddict_may_be_missing() -> None:
         treespec.ValidationError, match=r"required key 'name' of WithNotRequired"
     ):
         treespec.validate({"extra": 1.0}, WithNotRequired)
+
+
+def test_bare_typing_tuple_is_a_tuple_of_any_length() -> None:
+    # `typing.Tuple` without arguments is `tuple`, not `tuple[()]` (on 3.11+
+    # both have no type arguments).
+    def f(t: typing.Tuple) -> Any:  # noqa: UP006
+        return t
+
+    assert treespec.jit(f)((1.0, 2.0)) == (1.0, 2.0)
+    treespec.validate((1, "a", None), typing.Tuple)  # noqa: UP006
+    with pytest.raises(treespec.ValidationError, match=r"expected tuple"):
+        treespec.validate([1], typing.Tuple)  # noqa: UP006
+
+
+def test_a_callable_annotation_reads_as_written_in_messages() -> None:
+    def g(fn: Static[Callable[[int, str], int]]) -> None: ...
+
+    with pytest.raises(
+        treespec.ValidationError,
+        match=re.escape("expected Static[Callable[[int, str], int]], got int 3"),
+    ):
+        treespec.jit(g)(3)
