@@ -261,12 +261,20 @@ def explain_text(
     if not isinstance(flags, Flags):
         flags = Flags()
     default = getattr(fun, "_default", "infer")
+    floats: object = getattr(fun, "_float_args", None)  # what grad differentiates
     try:
         signature: inspect.Signature | None = inspect.signature(fun)
     except (TypeError, ValueError):
         signature = None
     plan, issues = build_plan(
-        spec, flags, default, args, kwargs, None, signature=signature
+        spec,
+        flags,
+        default,
+        args,
+        kwargs,
+        None,
+        signature=signature,
+        float_args=floats if isinstance(floats, frozenset) else frozenset(),
     )
     leaves = jax.tree_util.tree_leaves((args, kwargs))
     text = f"{spec.name}\n" + format_plan(plan, leaves)

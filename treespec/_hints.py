@@ -49,6 +49,15 @@ _READONLY = {m.ReadOnly for m in (typing, typing_extensions) if hasattr(m, "Read
 _UNION_TYPES: tuple[Any, ...] = (typing.Union, types.UnionType)
 
 
+def _arg_text(arg: Any) -> str:
+    """A type argument as written: `...`, a `Callable`'s `[int, str]`, a type."""
+    if arg is Ellipsis:
+        return "..."
+    if isinstance(arg, (list, tuple)):
+        return f"[{', '.join(_arg_text(a) for a in arg)}]"
+    return type_text(arg)
+
+
 def type_text(annotation: Any) -> str:
     """How an annotation reads in a message: `Static[int]`, `Float[Array, 'b n']`."""
     base, markers, _ = marker_of(annotation)
@@ -75,7 +84,7 @@ def type_text(annotation: Any) -> str:
             return f"Literal[{', '.join(repr(a) for a in args)}]"
         if not args:
             return name
-        parts = ["..." if a is Ellipsis else type_text(a) for a in args]
+        parts = [_arg_text(a) for a in args]
         return f"{name}[{', '.join(parts)}]"
     if isinstance(annotation, type):
         name = annotation.__name__
@@ -316,6 +325,8 @@ def _generic(annotation: Any, origin: Any, args: tuple[Any, ...], at: _At) -> No
 def _tuple(annotation: Any, args: tuple[Any, ...], at: _At) -> Node:
     """`tuple[()]`, `tuple[T, ...]`, `tuple[A, B]`."""
     where = at.where
+    if not args and annotation is typing.Tuple:  # noqa: UP006 (bare: any length)
+        return _plain(tuple, at)
     if args == ((),) or (not args and annotation is not tuple):
         return SequenceNode(container=tuple, items=(), text=at.text, origin=where)
     if len(args) == 2 and args[1] is Ellipsis:

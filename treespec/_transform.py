@@ -36,7 +36,9 @@ from ._splitter import Splitter
 __all__ = ["BoundTransform", "Transformed", "join_output", "split_output"]
 
 #: What `Transformed._build` sets; reading one before it ran builds.
-_BUILT = frozenset({"__treespec_spec__", "_flags", "_splitter", "_state"})
+_BUILT = frozenset(
+    {"__treespec_spec__", "_flags", "_float_args", "_splitter", "_state"}
+)
 _BUILD_LOCK = threading.RLock()
 
 _P = ParamSpec("_P")
@@ -167,6 +169,8 @@ class Transformed(Generic[_P, _R]):
             except (TypeError, ValueError):
                 signature = None
             self._flags: Flags = flags
+            #: Positional parameters whose unannotated floats are traced (grad).
+            self._float_args: frozenset[int] = floats
             self._splitter = Splitter(
                 spec,
                 flags,
