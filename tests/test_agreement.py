@@ -208,30 +208,38 @@ def cases_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def plugin_lines(cases_dir: Path) -> dict[int, list[str]]:
-    """The treespec error codes mypy reports, by line of the cases module."""
-    config = cases_dir / "mypy.ini"
+def _error_codes(folder: Path, name: str) -> dict[int, list[str]]:
+    """The error codes mypy (with the plugin) reports, by line of `name`.py."""
+    config = folder / "mypy.ini"
     config.write_text("[mypy]\nplugins = treespec.mypy_plugin\n")
-    done = run_mypy(cases_dir / "agreement_cases.py", config, cases_dir)
+    done = run_mypy(folder / f"{name}.py", config, folder)
     found: dict[int, list[str]] = {}
     for line in done.stdout.splitlines():
-        match = re.match(r"^.*agreement_cases\.py:(\d+): error: .*\[([a-z-]+)\]$", line)
+        match = re.match(rf"^.*{name}\.py:(\d+): error: .*\[([a-z-]+)\]$", line)
         assert match, line
         found.setdefault(int(match[1]), []).append(match[2])
     return found
 
 
-@pytest.fixture(scope="module")
-def module(cases_dir: Path) -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "agreement_cases", cases_dir / "agreement_cases.py"
-    )
+def _load(folder: Path, name: str) -> Any:
+    """Import `name`.py from `folder`."""
+    spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
     assert spec is not None and spec.loader is not None
     loaded = importlib.util.module_from_spec(spec)
-    sys.modules["agreement_cases"] = loaded
+    sys.modules[name] = loaded
     spec.loader.exec_module(loaded)
     return loaded
+
+
+@pytest.fixture(scope="module")
+def plugin_lines(cases_dir: Path) -> dict[int, list[str]]:
+    """The treespec error codes mypy reports, by line of the cases module."""
+    return _error_codes(cases_dir, "agreement_cases")
+
+
+@pytest.fixture(scope="module")
+def module(cases_dir: Path) -> Any:
+    return _load(cases_dir, "agreement_cases")
 
 
 def _runtime_refuses(module: Any, i: int) -> bool:
@@ -385,22 +393,8 @@ def flag_module(
 ) -> tuple[Any, dict[int, list[str]]]:
     folder = tmp_path_factory.mktemp("flag_agreement")
     (folder / "flag_cases.py").write_text(_flag_source())
-    config = folder / "mypy.ini"
-    config.write_text("[mypy]\nplugins = treespec.mypy_plugin\n")
-    done = run_mypy(folder / "flag_cases.py", config, folder)
-    found: dict[int, list[str]] = {}
-    for line in done.stdout.splitlines():
-        match = re.match(r"^.*flag_cases\.py:(\d+): error: .*\[([a-z-]+)\]$", line)
-        assert match, line
-        found.setdefault(int(match[1]), []).append(match[2])
-    spec = importlib.util.spec_from_file_location(
-        "flag_cases", folder / "flag_cases.py"
-    )
-    assert spec is not None and spec.loader is not None
-    loaded = importlib.util.module_from_spec(spec)
-    sys.modules["flag_cases"] = loaded
-    spec.loader.exec_module(loaded)
-    return loaded, found
+    found = _error_codes(folder, "flag_cases")
+    return _load(folder, "flag_cases"), found
 
 
 @pytest.mark.parametrize(
