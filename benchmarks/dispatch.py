@@ -2,7 +2,7 @@
 
 Run: python benchmarks/dispatch.py [--quick] [--only NAME]
 
-`--only` runs one scenario: S1, S1-annotations, S2, S3, S4 or first-call.
+`--only` runs one scenario: S1, S1-annotations, S2, S3, S4, method or first-call.
 
 Prints, from one run in one process, the median per-call time of each contender
 and the ratios the jit issue targets:
@@ -19,6 +19,9 @@ and the ratios the jit issue targets:
   config of six Static scalars, and x: Dynamic[float32[4,4]]; the function
   returns x. jax.jit gets the same data with JAX-native statics: the layers'
   str/bool as meta fields, the config as a NamedTuple in static_argnums.
+- method: `model.apply(x)`, a jitted method of an equinox.Module (two arrays,
+  a static int field); jax.jit of the unbound function with the module passed,
+  and the method decorated with equinox.filter_jit.
 """
 
 from __future__ import annotations
@@ -301,6 +304,43 @@ def scenario_s4(number: int, repeat: int) -> dict[str, float]:
     return times
 
 
+class _Block(eqx.Module):
+    w: jax.Array
+    b: jax.Array
+    depth: int = eqx.field(static=True)
+
+    def raw(self, x: jax.Array) -> jax.Array:
+        return x
+
+    @eqx.filter_jit
+    def eqx_apply(self, x: jax.Array) -> jax.Array:
+        return x
+
+    @treespec.jit
+    def apply(self, x: jax.Array) -> jax.Array:
+        return x
+
+
+def scenario_method(number: int, repeat: int) -> dict[str, float]:
+    block = _Block(jnp.ones((4, 4)), jnp.zeros(4), 2)
+    x = jnp.ones((4, 4))
+    raw = jax.jit(_Block.raw)
+    for f in (lambda: raw(block, x), lambda: block.eqx_apply(x)):
+        assert bool(jnp.array_equal(f(), x))
+    assert bool(jnp.array_equal(block.apply(x), x))
+    times = compare(
+        {
+            "jax.jit": lambda: raw(block, x),
+            "equinox.filter_jit": lambda: block.eqx_apply(x),
+            "treespec.jit": lambda: block.apply(x),
+        },
+        number=number,
+        repeat=repeat,
+    )
+    assert vars(_Block)["apply"].trace_count == 1
+    return times
+
+
 def first_call(repeat: int) -> dict[str, float]:
     params = {f"w{i}": jnp.ones((4, 4), jnp.float32) for i in range(8)}
     x = jnp.ones((4, 4), jnp.float32)
@@ -323,7 +363,7 @@ def first_call(repeat: int) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-SCENARIOS = ("S1", "S1-annotations", "S2", "S3", "S4", "first-call")
+SCENARIOS = ("S1", "S1-annotations", "S2", "S3", "S4", "method", "first-call")
 
 
 def main() -> None:
@@ -381,6 +421,16 @@ def main() -> None:
         ratios["S4 treespec.jit / jax.jit"] = s4["treespec.jit (hints)"] / s4["jax.jit"]
         ratios["S4 equinox.filter_jit / treespec.jit"] = (
             s4["equinox.filter_jit"] / s4["treespec.jit (hints)"]
+        )
+    if runs("method"):
+        method = scenario_method(number, repeat)
+        print(table("method: a jitted method of an equinox.Module", method, "jax.jit"))
+        print()
+        ratios["method treespec.jit / jax.jit"] = (
+            method["treespec.jit"] / method["jax.jit"]
+        )
+        ratios["method equinox.filter_jit / treespec.jit"] = (
+            method["equinox.filter_jit"] / method["treespec.jit"]
         )
     if ratios:
         print("### Ratios\n\n| ratio | value |\n| --- | --- |")
