@@ -183,9 +183,9 @@ def test_plain_class_method(counter: dict[str, int]) -> None:
 
 
 def test_a_jitted_method_of_a_module_stays_an_equinox_pytree_bound_method() -> None:
-    # As equinox makes a bound method of a Module (its BoundMethod): a pytree
-    # of the instance, so transforms see the Module's leaves, and a spec
-    # without `self`.
+    # equinox turns a bound method (types.MethodType) of a Module into its
+    # BoundMethod, a pytree of the instance: transforms see the Module's
+    # leaves, and the bound method's spec has no `self`.
     class Model(eqx.Module):
         w: jax.Array
 
@@ -199,50 +199,6 @@ def test_a_jitted_method_of_a_module_stays_an_equinox_pytree_bound_method() -> N
     assert [p.name for p in treespec.spec_of(m.loss).params] == ["x", "k"]
     np.testing.assert_allclose(treespec.grad(m.loss)(jnp.ones(2), 3), 6.0)
     np.testing.assert_allclose(jax.grad(m.loss)(jnp.ones(2), 3), 6.0)
-    # Traced through the instance: another Module of the same structure is
-    # the same trace, with its own values.
-    run = jax.jit(lambda f, x: f(x, 3))
-    np.testing.assert_allclose(run(m.loss, jnp.ones(2)), 12.0)
-    np.testing.assert_allclose(run(Model(jnp.ones(2)).loss, jnp.ones(2)), 6.0)
-
-
-def test_a_jitted_method_on_an_instance_binds_it_for_lower_too(
-    counter: dict[str, int],
-) -> None:
-    import inspect
-
-    class Model(eqx.Module):
-        w: jax.Array
-
-        @treespec.jit
-        def scaled(self, x: jax.Array, k: Static[int]) -> jax.Array:
-            """Scale by w and k."""
-            counter["n"] += 1
-            return x * self.w * k
-
-    m = Model(2 * jnp.ones(2))
-    bound = m.scaled
-    # `.lower` takes the call's arguments, with the instance bound (as a
-    # bound method it used to miss `self` and refuse the call).
-    compiled = bound.lower(jnp.ones(2), 3).compile()
-    np.testing.assert_allclose(compiled(jnp.ones(2), 3), 6.0)  # m bound too
-    with pytest.raises(ValidationError, match="lowered for"):
-        compiled(jnp.ones(2), 4)
-    unbound = type(m).__dict__["scaled"].lower(m, jnp.ones(2), 3).compile()
-    np.testing.assert_allclose(unbound(m, jnp.ones(2), 3), 6.0)
-    np.testing.assert_allclose(bound(jnp.ones(2), 3), 6.0)
-    assert bound.trace_count == counter["n"] == 1
-    assert bound.spec is type(m).__dict__["scaled"].spec
-    assert list(inspect.signature(bound).parameters) == ["x", "k"]
-    # What a bound method is: the function on this instance.
-    assert bound.__self__ is m and bound.__func__ is type(m).__dict__["scaled"]
-    assert bound == m.scaled and hash(bound) == hash(m.scaled)
-    assert bound != Model(jnp.ones(2)).scaled
-    assert bound.__doc__ == "Scale by w and k."
-    assert repr(bound).startswith("<bound <treespec.jit of ")
-    bound.clear_cache()
-    np.testing.assert_allclose(bound(jnp.ones(2), 3), 6.0)
-    assert counter["n"] == 2
 
 
 def test_one_trace_per_key_static_types_are_distinct(counter: dict[str, int]) -> None:

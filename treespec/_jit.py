@@ -6,10 +6,10 @@ import inspect
 import logging
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Concatenate, Protocol, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 import jax
-from typing_extensions import ParamSpec, Self
+from typing_extensions import ParamSpec
 
 from ._api import caller_namespace
 from ._cache import JitState, freeze, shared_state
@@ -21,33 +21,15 @@ from ._retrace import describe_retrace, describe_view
 from ._routes import CallView, Key, key_split, same_call
 from ._splitter import Splitter
 from ._transform import (
-    BoundTransform,
     Transformed,
     _WithStatic,
     join_output,
 )
 
-__all__ = ["BoundJitted", "Jitted", "jit"]
+__all__ = ["Jitted", "jit"]
 
 _P = ParamSpec("_P")
-_Q = ParamSpec("_Q")
 _R = TypeVar("_R")
-_R_co = TypeVar("_R_co", covariant=True)
-_S = TypeVar("_S")
-
-
-class BoundJitted(BoundTransform[_Q, _R_co], Protocol[_Q, _R_co]):
-    """What a jitted method is on an instance, to a type checker: the method
-    with `self` bound, `.spec`, `.trace_count`, `.clear_cache()`, and `.lower`
-    (which binds the instance too)."""
-
-    @property
-    def trace_count(self) -> int: ...
-
-    def clear_cache(self) -> None: ...
-
-    def lower(self, *args: _Q.args, **kwargs: _Q.kwargs) -> Lowered: ...
-
 
 logger = logging.getLogger("treespec")
 
@@ -164,20 +146,6 @@ class Jitted(Transformed[_P, _R]):
 
     def _copied_from(self, other: Transformed[Any, Any]) -> None:
         self._state.attach(self)
-
-    if TYPE_CHECKING:  # the run-time `__get__` is `Transformed`'s
-
-        @overload
-        def __get__(self, instance: None, owner: type | None = None) -> Self: ...
-
-        @overload
-        def __get__(
-            self: Jitted[Concatenate[_S, _Q], _R],
-            instance: _S,
-            owner: type | None = None,
-        ) -> BoundJitted[_Q, _R]: ...
-
-        def __get__(self, instance: Any, owner: type | None = None) -> Any: ...
 
     @property
     def trace_count(self) -> int:
@@ -321,28 +289,18 @@ class Jitted(Transformed[_P, _R]):
 
     def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> Lowered:
         """Lower for these arguments, as `jax.jit(...).lower`; `.compile()` runs."""
-        return self._lower((), args, kwargs)
-
-    def _lower(
-        self, bound: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Lowered:
-        """`lower` with `bound` (a method's instance) before `args`, also in
-        the compiled function's calls."""
-        key, dynamic = self._splitter.split_call((*bound, *args), kwargs)
+        key, dynamic = self._splitter.split_call(args, kwargs)
         caller: Any = key_split(key).caller or self._caller(key_split(key))
-        return Lowered(caller.lower(key, *dynamic), self._splitter, key, bound)
+        return Lowered(caller.lower(key, *dynamic), self._splitter, key)
 
 
 class Lowered:
     """The result of `Jitted.lower`: wraps `jax.stages.Lowered`."""
 
-    def __init__(
-        self, lowered: Any, splitter: Splitter, key: Key, bound: tuple[Any, ...] = ()
-    ) -> None:
+    def __init__(self, lowered: Any, splitter: Splitter, key: Key) -> None:
         self._lowered = lowered
         self._splitter = splitter
         self._key = key
-        self._bound = bound
 
     def as_text(self) -> str:
         """The lowered module as text (StableHLO)."""
@@ -355,27 +313,20 @@ class Lowered:
         (`compiler_options=...`, ...), passed on as they are.
         """
         return Compiled(
-            self._lowered.compile(*args, **kwargs),
-            self._splitter,
-            self._key,
-            self._bound,
+            self._lowered.compile(*args, **kwargs), self._splitter, self._key
         )
 
 
 class Compiled:
     """An executable for one tree structure and one set of static values."""
 
-    def __init__(
-        self, compiled: Any, splitter: Splitter, key: Key, bound: tuple[Any, ...] = ()
-    ) -> None:
+    def __init__(self, compiled: Any, splitter: Splitter, key: Key) -> None:
         self._compiled = compiled
         self._splitter = splitter
         self._key = key
-        #: A method's instance, when lowered on it: called without it.
-        self._bound = bound
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        key, dynamic = self._splitter.split_call((*self._bound, *args), kwargs)
+        key, dynamic = self._splitter.split_call(args, kwargs)
         if not same_call(key, self._key):
             raise ValidationError(
                 [

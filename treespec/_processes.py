@@ -28,7 +28,6 @@ With one process (no distributed client), `check` returns at once: no check.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import os
@@ -161,13 +160,9 @@ def stable_repr(value: Any, depth: int = 0) -> str:
         return _full_name(value)
     if isinstance(value, types.ModuleType):
         return value.__name__
-    if isinstance(value, types.MethodType) or (
-        isinstance(value, functools.partial) and hasattr(value, "__self__")
-    ):  # a bound method, or a transformed method on an instance
-        method: Any = value
+    if isinstance(value, types.MethodType):
         return (
-            f"{_full_name(method.__func__)} of "
-            f"{stable_repr(method.__self__, depth + 1)}"
+            f"{_full_name(value.__func__)} of {stable_repr(value.__self__, depth + 1)}"
         )
     try:
         text = repr(value)

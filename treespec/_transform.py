@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import types
 from collections.abc import Callable, Mapping
 from typing import (
     TYPE_CHECKING,
@@ -55,75 +56,6 @@ class BoundTransform(Protocol[_Q, _R_co]):
 
     @property
     def spec(self) -> Spec: ...
-
-
-class _Bound(functools.partial[Any]):
-    # A transformed method on an instance. The call is `functools.partial`'s
-    # own (C: no Python frame more than a bound method); unlike a bound method,
-    # the transform's own methods that take the call's arguments (`lower`)
-    # bind the instance too. Other attributes (`spec`, `trace_count`,
-    # `clear_cache`, `__wrapped__`, ...) are the transform's. It is a pytree
-    # of the instance (below), as equinox's bound methods of a Module are.
-
-    __slots__ = ()
-    __doc__ = property(lambda self: self.func.__doc__)
-
-    @property
-    def __func__(self) -> Any:
-        return self.func
-
-    @property
-    def __self__(self) -> Any:
-        return self.args[0]
-
-    @property
-    def __signature__(self) -> inspect.Signature:
-        # The function's, without `self` (what `inspect` gives a bound method).
-        signature = inspect.signature(self.func)
-        return signature.replace(parameters=list(signature.parameters.values())[1:])
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "__treespec_spec__":
-            # Not the function's (which has `self`): `spec_of` derives the
-            # bound method's from `__signature__`, as for any bound method.
-            raise AttributeError(name)
-        return getattr(self.func, name)
-
-    def lower(self, *args: Any, **kwargs: Any) -> Any:
-        """`lower` with the instance bound, in the compiled function too."""
-        lower = getattr(self.func, "_lower", None)
-        if lower is None:
-            raise AttributeError(
-                f"{type(self.func).__name__!r} object has no attribute 'lower'"
-            )
-        return lower(self.args[:1], args, kwargs)
-
-    def __eq__(self, other: object) -> bool:
-        # As for bound methods: the same function on the same instance.
-        return (
-            isinstance(other, _Bound)
-            and other.func is self.func
-            and other.args[0] is self.args[0]
-        )
-
-    def __hash__(self) -> int:
-        return hash((id(self.func), id(self.args[0])))
-
-    def __repr__(self) -> str:
-        return f"<bound {self.func!r} of {self.args[0]!r}>"
-
-
-# A pytree of its instance, as equinox makes a Module's bound methods (it only
-# converts `types.MethodType`): transforms see the instance's leaves.
-jax.tree_util.register_pytree_with_keys(
-    _Bound,
-    lambda bound: (
-        ((jax.tree_util.GetAttrKey("__self__"), bound.args[0]),),
-        bound.func,
-    ),
-    lambda func, children: _Bound(func, *children),
-    flatten_func=lambda bound: ((bound.args[0],), bound.func),
-)
 
 
 class _WithStatic:
@@ -316,7 +248,7 @@ class Transformed(Generic[_P, _R]):
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         if instance is None:
             return self
-        return _Bound(self, instance)
+        return types.MethodType(cast(Any, self), instance)
 
     def __repr__(self) -> str:
         name = getattr(self._fun, "__qualname__", None) or repr(self._fun)

@@ -27,10 +27,6 @@ class Model:
 s7: Spec = Model().scaled.spec
 Model().scaled(jnp.ones(2), 2)
 Model().scaled(jnp.ones(2), "2")  # E: arg-type
-count_bound: int = Model().scaled.trace_count
-Model().scaled.clear_cache()
-text: str = Model().scaled.lower(jnp.ones(2), 2).as_text()
-Model().scaled.lower(jnp.ones(2), "2")  # E: arg-type
 treespec.eval_shape(loss, jnp.ones(2), 3)
 make = treespec.jit(static_flags=[False, True])  # the typed factory form
 make(loss)(jnp.ones(2), 3)

@@ -24,8 +24,5 @@ class Model:
 
 
 s4: Spec = Model().scaled.spec
-count_bound: int = Model().scaled.trace_count
-text: str = Model().scaled.lower(jnp.ones(2), 2).as_text()
-Model().scaled.lower(jnp.ones(2), "2")  # E: reportArgumentType
 make = treespec.jit(static_flags=[False, True])
 make(loss)(jnp.ones(2), "3")  # E: reportArgumentType
