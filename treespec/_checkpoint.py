@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 import jax
-from typing_extensions import ParamSpec
+from typing_extensions import Never, ParamSpec
 
 from ._api import caller_namespace
 from ._transform import Transformed, join_output
@@ -88,7 +88,14 @@ def checkpoint(
 # The result is `fun`'s result with `jax.ShapeDtypeStruct` for each array.
 # No annotation maps a type that way, so the overloads spell the common shapes
 # (for pyright, and mypy without the plugin); the mypy plugin maps any result
-# type. Anything else is `Any`, never a type that claims arrays.
+# type. Anything else is `Any`, never a type that claims arrays. The first
+# overload takes a `fun` whose result is `Any` (as `Any` is assignable to
+# `Never`), which would otherwise match the array overload: `-> Any`, an
+# unannotated callable, jaxtyping's `PyTree[...]` (`Any` to a type checker).
+@overload
+def eval_shape(
+    fun: Callable[_P, Never], *args: _P.args, **kwargs: _P.kwargs
+) -> Any: ...
 @overload
 def eval_shape(
     fun: Callable[_P, jax.Array], *args: _P.args, **kwargs: _P.kwargs

@@ -1380,7 +1380,9 @@ def _eval_shape_call(ctx: FunctionContext) -> Type:
     common shapes)."""
     try:
         fun = get_proper_type(ctx.arg_types[0][0])
-        if not isinstance(fun, CallableType):
+        if not isinstance(fun, CallableType) or fun.variables:
+            # A generic `fun`'s declared result has its type variables unsolved
+            # here: the overloads' answer is mypy's, from the call.
             return ctx.default_return_type
         sds: Instance | None = None
         for name in _SHAPE_DTYPE_STRUCT:

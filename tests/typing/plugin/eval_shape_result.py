@@ -1,7 +1,7 @@
 """eval_shape's result with the plugin: fun's result type, arrays mapped to
 jax.ShapeDtypeStruct at any depth; a pytree class stays itself."""
 
-from typing import NamedTuple, Optional, TypedDict
+from typing import Any, NamedTuple, Optional, TypedDict, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -73,3 +73,19 @@ assert_type(shaped_stats["count"], int)
 assert_type(treespec.eval_shape(build, x, 3), Model)
 assert_type(treespec.eval_shape(Model, x, 3), Model)
 treespec.eval_shape(mixed, x, 3)  # E: call-overload
+
+
+T = TypeVar("T")
+
+
+def ident(x: T) -> T:
+    return x
+
+
+def returns_any(x: jax.Array) -> Any:
+    return x, x
+
+
+# A generic function: mypy solves T from the call, the overloads map it.
+assert_type(treespec.eval_shape(ident, x), jax.ShapeDtypeStruct)
+first, second = treespec.eval_shape(returns_any, x)

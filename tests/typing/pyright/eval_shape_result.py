@@ -42,6 +42,16 @@ assert_type(
 assert_type(treespec.eval_shape(several, x), tuple[jax.ShapeDtypeStruct, ...])
 assert_type(treespec.eval_shape(listed, x), list[jax.ShapeDtypeStruct])
 assert_type(treespec.eval_shape(named, x), dict[str, jax.ShapeDtypeStruct])
+
+
+def returns_any(x: jax.Array) -> Any:
+    return x, x
+
+
+# A result that is Any says nothing: Any, not an array's struct.
+assert_type(treespec.eval_shape(returns_any, x), Any)
+shaped_pair = treespec.eval_shape(returns_any, x)
+first, second = shaped_pair
 # Other shapes are Any for pyright, never a type that claims arrays.
 assert_type(treespec.eval_shape(mixed, x, "a"), Any)
 treespec.eval_shape(one, x, "3")  # E: reportCallIssue, reportArgumentType
