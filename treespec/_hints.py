@@ -531,8 +531,8 @@ def derive_spec(fun: Any, localns: Mapping[str, Any] | None = None) -> Spec:
                 has_default=p.default is not inspect.Parameter.empty,
             )
         )
-    # A class called as a function returns an instance of itself, whatever
-    # its `__init__` says (`-> None`).
-    returned = fun if inspect.isclass(fun) else signature.return_annotation
+    # A class called as a function makes what its `__new__` (or metaclass)
+    # makes, whatever its `__init__` says (`-> None`): nothing to check.
+    returned = Any if inspect.isclass(fun) else signature.return_annotation
     returns = parse_annotation(returned, ctx, f"the return of {name}")
     return Spec(name=str(name), params=tuple(params), returns=returns)
