@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 import dataclasses
 from typing import NamedTuple
@@ -158,6 +158,9 @@ CASES: list[tuple[str, str, bool]] = [
     ("Static[Optional[Dynamic[jax.Array]]]", "None", True),
     ("Static[Annotated[Dynamic[int], '']]", "1", True),
     ("Dynamic[object]", "jax.numpy.ones(2)", False),
+    ("Dynamic[Literal[1, 2]]", "1", False),
+    ("Dynamic[Literal['a', 'b']]", "'a'", True),
+    ("Static[Literal['a', 'b']]", "'a'", False),
     ("Annotated[str, Marker.DYNAMIC]", "'text'", True),
     ("Annotated[jax.Array, Marker.DYNAMIC]", "jax.numpy.ones(2)", False),
     ("Annotated[int, Marker.STATIC, Marker.DYNAMIC]", "1", True),
@@ -369,6 +372,8 @@ FLAG_CASES: list[tuple[str, str, str, bool]] = [
         False,
     ),
     ("x: Any, n: Static[int]", "default='error'", "(), 3", False),
+    ("p: Literal[1, 2]", "default='dynamic'", "1", False),
+    ("p: Literal['a', 'b']", "default='dynamic'", "'a'", True),
     ("x: jax.Array, n: Static[int]", "default='dynamc'", "jax.numpy.ones(2), 3", True),
 ]
 

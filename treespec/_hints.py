@@ -307,7 +307,12 @@ def _generic(annotation: Any, origin: Any, args: tuple[Any, ...], at: _At) -> No
         _check_union(members, at.where, at.text)
         return UnionNode(members=members, text=at.text, origin=at.where)
     if origin is typing.Literal or origin is typing_extensions.Literal:
-        return at.leaf(annotation, category="literal")
+        names = (
+            f"{c.__module__}.{c.__qualname__}" for v in args for c in type(v).__mro__
+        )  # the values' classes, as the plugin reads them
+        return at.leaf(
+            annotation, category="literal", type_names=tuple(dict.fromkeys(names))
+        )
     if origin is collections.abc.Callable:
         return at.leaf(annotation, category="callable")
     if origin is tuple:

@@ -222,6 +222,8 @@ def type_problem(node: Node, marker: Marker) -> str | None:
         return None
     if not isinstance(node, LeafNode):
         return None
+    if node.category == "literal" and any(n in SCALAR_TYPES for n in node.type_names):
+        return None  # `Literal[1, 2]`: the values are Python scalars, traceable
     if node.category in ("callable", "literal"):
         what = "a callable" if node.category == "callable" else "a Literal"
         return (

@@ -69,7 +69,8 @@ class LeafNode(Node):
     from mypy's types). What the shared rules (`_rules.type_problem`) read is
     JAX- and mypy-free: `type_names`, the full names of the type's classes
     (its MRO, nearest first); `category`, `"callable"` or `"literal"` for
-    those kinds of annotation; `hashable`, False when the class sets
+    those kinds of annotation (a literal's `type_names` are its values'
+    classes); `hashable`, False when the class sets
     `__hash__` to None (None when unknown).
     """
 

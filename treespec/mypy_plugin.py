@@ -595,7 +595,9 @@ class _Builder:
         if isinstance(proper, CallableType):
             return LeafNode(text="a callable", category="callable")
         if isinstance(proper, LiteralType):
-            return LeafNode(text="a Literal", category="literal")
+            # The values' class (int, str, an Enum): a number can be traced.
+            names = tuple(base.fullname for base in proper.fallback.type.mro)
+            return LeafNode(text="a Literal", category="literal", type_names=names)
         if isinstance(proper, Instance):
             return self._instance(proper, depth)
         return AnyNode()

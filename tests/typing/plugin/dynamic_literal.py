@@ -4,3 +4,6 @@ from treespec import Dynamic
 
 
 def f(mode: Dynamic[Literal["train", "eval"]]) -> None: ...  # E: treespec-non-array-dynamic
+
+
+def g(step: Dynamic[Literal[0, 1, 2]]) -> None: ...  # numbers: traced, as at run time
