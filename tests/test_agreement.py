@@ -373,6 +373,21 @@ FLAG_CASES: list[tuple[str, str, str, bool]] = [
     ),
     ("x: Any, n: Static[int]", "default='error'", "(), 3", False),
     ("p: Literal[1, 2]", "default='dynamic'", "1", False),
+    # Positional-only parameters, which mypy's callable types keep no name of.
+    (
+        "x: jax.Array, /, n: int",
+        "static_flags=[False, True]",
+        "jax.numpy.ones(2), 3",
+        False,
+    ),
+    ("x: jax.Array, /, n: int", "static_flags=[False]", "jax.numpy.ones(2), 3", True),
+    ("x: jax.Array, /, n: int", "default='static'", "jax.numpy.ones(2), 3", True),
+    (
+        "x: jax.Array, /, n: int",
+        "static_flags={'x': False, 'n': True}",
+        "jax.numpy.ones(2), 3",
+        False,
+    ),
     ("p: Literal['a', 'b']", "default='dynamic'", "'a'", True),
     ("x: jax.Array, n: Static[int]", "default='dynamc'", "jax.numpy.ones(2), 3", True),
 ]

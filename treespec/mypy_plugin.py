@@ -1155,22 +1155,22 @@ def _check_options(
         return
     from mypy.nodes import ARG_OPT, ARG_POS, ARG_STAR
 
-    params = [
-        (name, t)
-        for name, kind, t in zip(fun.arg_names, fun.arg_kinds, fun.arg_types)
-        if name is not None
-    ]
+    names = _param_names(fun)
+    params = [(name, t) for name, t in zip(names, fun.arg_types) if name is not None]
     positional = [
-        (name, t)
-        for name, kind, t in zip(fun.arg_names, fun.arg_kinds, fun.arg_types)
-        if kind in (ARG_POS, ARG_OPT) and name is not None
+        (name or f"<positional {i}>", t)
+        for i, (name, kind, t) in enumerate(zip(names, fun.arg_kinds, fun.arg_types))
+        if kind in (ARG_POS, ARG_OPT)
     ]
     has_star = ARG_STAR in fun.arg_kinds
     builder = _Builder()
     if entry.kind == "mapping":
         known = {name for name, _ in params}
         by_name = dict(params)
+        unnamed = len(params) < len(names)  # names mypy does not keep: no verdict
         for key, child in entry.items:
+            if key not in known and unnamed:
+                continue
             if key not in known:
                 ctx.api.fail(
                     f"static_flags names {key!r}, which the function does not "
@@ -1213,6 +1213,17 @@ def _check_options(
     _check_entry(ctx, entry, None, "static_flags")
 
 
+def _param_names(fun: CallableType) -> list[str | None]:
+    """`fun`'s parameter names, positional-only ones included when mypy kept
+    the definition (its callable type drops them); None where unknown."""
+    names: list[str | None] = list(fun.arg_names)
+    definition = fun.definition
+    written = getattr(definition, "arg_names", None)
+    if isinstance(written, list) and len(written) == len(names):
+        names = [name or given for name, given in zip(names, written)]
+    return names
+
+
 def _check_policy(
     ctx: FunctionContext, default: StrExpr, fun: CallableType, flags: _Entry | None
 ) -> None:
@@ -1227,25 +1238,27 @@ def _check_policy(
         return
     if flags is not None and flags.kind not in ("mapping", "sequence"):
         return  # a bool or a callable speaks for every leaf; or not a literal
+    names = _param_names(fun)
+    # Parameters by index (a positional-only one may have no name to mypy).
     positional = [
-        name
-        for name, kind in zip(fun.arg_names, fun.arg_kinds)
-        if kind in (ARG_POS, ARG_OPT)
+        i for i, kind in enumerate(fun.arg_kinds) if kind in (ARG_POS, ARG_OPT)
     ]
-    flagged: set[str] = set()
+    flagged: set[int] = set()
     for key, child in flags.items if flags is not None else ():
         if child.kind == "none":
             continue  # None: the hints (and so the default) decide
         if isinstance(key, int):
-            at = positional[key] if key < len(positional) else None
-            if at is not None:
-                flagged.add(at)
-        else:
-            flagged.add(str(key))
+            if key < len(positional):
+                flagged.add(positional[key])
+        elif str(key) in names:
+            flagged.add(names.index(str(key)))
+        elif None in names:
+            return  # maybe an unnamed parameter's name: no verdict
     builder = _Builder()
-    for name, t in zip(fun.arg_names, fun.arg_types):
-        if name is None or name in flagged:
+    for i, t in enumerate(fun.arg_types):
+        if i in flagged:
             continue
+        name = names[i] or f"<positional {positional.index(i)}>"
         node = builder.node(t)
         if node.marker is not None:
             continue
