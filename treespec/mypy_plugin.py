@@ -46,7 +46,8 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from mypy.errorcodes import ErrorCode
@@ -1115,7 +1116,7 @@ def _check_entry(
         _check_entry(ctx, child, sub, f"{where}[{key!r}]")
 
 
-def _check_transform_call(ctx: FunctionContext) -> None:
+def _check_transform_call(ctx: FunctionContext, index: _DecoratorIndex) -> None:
     names = ctx.callee_arg_names
     found: dict[str, Expression] = {}
     for formal, name in enumerate(names):
@@ -1127,7 +1128,7 @@ def _check_transform_call(ctx: FunctionContext) -> None:
     if names and ctx.arg_types and ctx.arg_types[0]:
         fun = get_proper_type(ctx.arg_types[0][0])
     elif names and ctx.arg_types:
-        fun = _decorated(ctx)  # @treespec.jit(static_flags=...) on a function
+        fun = _decorated(ctx, index)  # @treespec.jit(static_flags=...) on a function
     _check_options(ctx, found, fun)
 
 
@@ -1292,41 +1293,67 @@ def _check_policy(
                 break
 
 
-def _decorated(ctx: FunctionContext) -> ProperType | None:
-    """The signature of the function this call decorates, anywhere in the
-    module (a method's includes `self`, as the flags of the function do)."""
+def _decorators(statements: list[Any]) -> Iterator[Decorator]:
+    """Every decorated function among `statements`, at any depth (class and
+    function bodies, if/for/while/with/try blocks). A walk of our own:
+    compiled mypy's visitor classes cannot be subclassed from a plugin."""
     from mypy.nodes import Block
 
-    def find(statements: list[Any]) -> Decorator | None:
-        # A walk of our own: compiled mypy's visitor classes cannot be
-        # subclassed from a plugin.
-        for stmt in statements:
-            if isinstance(stmt, Decorator):
-                if any(d is ctx.context for d in stmt.original_decorators):
-                    return stmt
-                blocks: list[Any] = [stmt.func.body]
-            elif isinstance(stmt, OverloadedFuncDef):
-                found = find(list(stmt.items))
-                if found is not None:
-                    return found
-                continue
-            elif isinstance(stmt, ClassDef):
-                blocks = [stmt.defs]
-            elif isinstance(stmt, FuncDef):
-                blocks = [stmt.body]
-            else:  # if/for/while/with/try: their blocks
-                blocks = []
-                for attr in ("body", "handlers", "else_body", "finally_body"):
-                    part = getattr(stmt, attr, None)
-                    blocks.extend(part if isinstance(part, list) else [part])
-            for block in blocks:
-                if isinstance(block, Block):
-                    found = find(block.body)
-                    if found is not None:
-                        return found
+    stack = list(reversed(statements))
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, Decorator):
+            yield stmt
+            blocks: list[Any] = [stmt.func.body]
+        elif isinstance(stmt, OverloadedFuncDef):
+            stack.extend(reversed(stmt.items))
+            continue
+        elif isinstance(stmt, ClassDef):
+            blocks = [stmt.defs]
+        elif isinstance(stmt, FuncDef):
+            blocks = [stmt.body]
+        else:  # if/for/while/with/try: their blocks
+            blocks = []
+            for attr in ("body", "handlers", "else_body", "finally_body"):
+                part = getattr(stmt, attr, None)
+                blocks.extend(part if isinstance(part, list) else [part])
+        for block in reversed(blocks):
+            if isinstance(block, Block):
+                stack.extend(reversed(block.body))
+
+
+class _DecoratorIndex:
+    """The decorated functions of the module being checked, by the identity of
+    each decorator expression: one walk per module, not one per call that has
+    options. Owned by the plugin instance; an entry is used only when it still
+    holds that very expression (a module checked again is walked again)."""
+
+    def __init__(self) -> None:
+        self._tree: object = None
+        self._by_id: dict[int, Decorator] = {}
+
+    def find(self, tree: Any, expr: object) -> Decorator | None:
+        for fresh in (self._tree is not tree, True):
+            if fresh:
+                self._by_id = {
+                    id(d): stmt
+                    for stmt in _decorators(list(getattr(tree, "defs", ())))
+                    for d in stmt.original_decorators
+                }
+                self._tree = tree
+            stmt = self._by_id.get(id(expr))
+            if stmt is not None and any(d is expr for d in stmt.original_decorators):
+                return stmt
+            if fresh:
+                return None
         return None
 
-    stmt = find(list(getattr(getattr(ctx.api, "tree", None), "defs", ())))
+
+def _decorated(ctx: FunctionContext, index: _DecoratorIndex) -> ProperType | None:
+    """The signature of the function this call decorates, anywhere in the
+    module (a method's includes `self`, as the flags of the function do)."""
+    tree = getattr(ctx.api, "tree", None)
+    stmt = index.find(tree, ctx.context) if tree is not None else None
     if stmt is None or stmt.func.type is None:
         return None
     return get_proper_type(stmt.func.type)
@@ -1343,9 +1370,9 @@ def _options_note(ctx: FunctionContext, error: BaseException) -> None:
         )
 
 
-def _transform_call(ctx: FunctionContext) -> Type:
+def _transform_call(ctx: FunctionContext, index: _DecoratorIndex) -> Type:
     try:
-        _check_transform_call(ctx)
+        _check_transform_call(ctx, index)
     except Exception as error:  # the plugin never breaks mypy
         _options_note(ctx, error)
     return ctx.default_return_type
@@ -1414,7 +1441,7 @@ def _eval_shape_call(ctx: FunctionContext) -> Type:
 # -- functools.partial(treespec.jit, ...) ----------------------------------------
 
 
-def _partial_call(ctx: FunctionContext) -> Type:
+def _partial_call(ctx: FunctionContext, index: _DecoratorIndex) -> Type:
     """`functools.partial(treespec.jit, static_flags=...)`: mypy's own partial
     support gives up on an overloaded function, and `jit` is one (the direct
     and the decorator-factory forms). Hand it the direct form, whose result
@@ -1438,7 +1465,7 @@ def _partial_call(ctx: FunctionContext) -> Type:
             if name in ("static_flags", "default")
         }
         if found:
-            _check_options(ctx, found, _decorated(ctx))
+            _check_options(ctx, found, _decorated(ctx, index))
     except Exception as error:  # the plugin never breaks mypy
         _options_note(ctx, error)
     try:
@@ -1525,6 +1552,10 @@ _NO_MARKED_ALIASES: Final = (
 class TreespecPlugin(Plugin):
     """Checks `Static`/`Dynamic`/`Donate` specs while mypy analyses types."""
 
+    def __init__(self, options: Any) -> None:
+        super().__init__(options)
+        self._decorators = _DecoratorIndex()
+
     def get_type_analyze_hook(
         self, fullname: str
     ) -> Callable[[AnalyzeTypeContext], Type] | None:
@@ -1555,8 +1586,10 @@ class TreespecPlugin(Plugin):
         if fullname == _EVAL_SHAPE:
             return _eval_shape_call
         if fullname == "functools.partial":
-            return _partial_call
-        return _transform_call if fullname in _TRANSFORMS else None
+            return functools.partial(_partial_call, index=self._decorators)
+        if fullname in _TRANSFORMS:
+            return functools.partial(_transform_call, index=self._decorators)
+        return None
 
     def get_customize_class_mro_hook(
         self, fullname: str
