@@ -454,10 +454,11 @@ class _Model:
     depth: Static[int]
 
 
-def test_eval_shape_results_are_what_the_typed_overloads_and_plugin_claim() -> None:
-    # The type the plugin gives (tests/typing/plugin/eval_shape_result.py):
-    # arrays become ShapeDtypeStructs at any depth, Python leaves stay, a pytree
-    # class stays itself.
+def test_eval_shape_results_hold_the_shapes_their_types_claim() -> None:
+    # At run time, what the type checkers are told (the overloads, and the
+    # plugin's mapping: tests/typing/*/eval_shape_result.py check those): arrays
+    # become ShapeDtypeStructs at any depth, Python leaves stay, a pytree class
+    # stays itself.
     x = jnp.ones(2)
     sds = jax.ShapeDtypeStruct((2,), jnp.float32)
 

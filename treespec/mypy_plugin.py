@@ -1470,7 +1470,9 @@ def _partial_call(ctx: FunctionContext, index: _DecoratorIndex) -> Type:
         _options_note(ctx, error)
     try:
         fun = get_proper_type(ctx.arg_types[0][0])
-        if isinstance(fun, Overloaded):
+        if isinstance(fun, Overloaded) and not any(ctx.args[1:2]):
+            # Only options given (`partial(jit, static_flags=...)`): the
+            # function comes at the partial's call, as in the direct form.
             direct = [
                 item
                 for item in fun.items
