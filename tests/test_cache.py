@@ -125,3 +125,32 @@ def test_unhashable_options_just_do_not_share(counter: dict[str, int]) -> None:
     treespec.jit(f, static_flags=[False, {"k": True}])(jnp.ones(1), {"k": 2})
     treespec.jit(f, static_flags=[False, {"k": True}])(jnp.ones(1), {"k": 2})
     assert counter["n"] == 2
+
+
+class _Scaled:
+    def __init__(self, w: jax.Array) -> None:
+        self.w = w
+
+    @treespec.jit
+    def f(self, x: jax.Array) -> jax.Array:
+        return x * self.w
+
+
+class _ScaledModule(eqx.Module):
+    w: jax.Array
+
+    @treespec.jit
+    def f(self, x: jax.Array) -> jax.Array:
+        return x * self.w
+
+
+@pytest.mark.parametrize("make", [_Scaled, _ScaledModule], ids=["plain", "module"])
+def test_a_jit_of_a_transformed_method_of_another_instance_is_not_shared(
+    make: Any,
+) -> None:
+    # `treespec.jit(m.f)` traces m.f with m bound (its arrays are constants of
+    # that trace): the wrapper of another instance's m.f must not reuse it.
+    m1, m2 = make(jnp.ones(2)), make(10 * jnp.ones(2))
+    np.testing.assert_allclose(treespec.jit(m1.f)(jnp.ones(2)), 1.0)
+    np.testing.assert_allclose(treespec.jit(m2.f)(jnp.ones(2)), 10.0)
+    np.testing.assert_allclose(treespec.jit(m1.f)(jnp.ones(2)), 1.0)
