@@ -82,13 +82,16 @@ _lock = threading.Lock()
 
 def _owner(fun: Any) -> tuple[Any, Any]:
     """The function a cache belongs to, and the instance of a bound method."""
-    identity = getattr(fun, "_cache_identity", None)
-    if identity is not None:  # a treespec transform: its innermost function
-        return identity()  # type: ignore[no-any-return]
     self = getattr(fun, "__self__", None)
     func = getattr(fun, "__func__", None)
     if self is not None and func is not None:
-        return func, self
+        # A bound method first: of a transform too, whose attributes (its
+        # `_cache_identity`) the method object hands on without the instance.
+        owner, inner = _owner(func)
+        return owner, self if inner is None else inner
+    identity = getattr(fun, "_cache_identity", None)
+    if identity is not None:  # a treespec transform: its innermost function
+        return identity()  # type: ignore[no-any-return]
     return fun, None
 
 
