@@ -760,3 +760,42 @@ def test_a_class_jitted_as_a_function_returns_what_it_makes() -> None:
     with pytest.raises(ValidationError, match=r"act"):
         make(jnp.ones(2), 3)
     np.testing.assert_allclose(treespec.jit(_Doubling)(jnp.ones(2)), 2.0)
+
+
+class _Plain:
+    @treespec.jit
+    def f(self, x: jax.Array, k: Static[int]) -> jax.Array:
+        return jnp.sum(x) * k
+
+
+def test_a_bound_jitted_method_has_the_spec_of_its_call(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `m.f` is called without `self`: its spec, and so grad/vmap/explain of
+    # it, line the arguments up without `self` (they took x for self).
+    m = _Plain()
+    assert [p.name for p in treespec.spec_of(m.f).params] == ["x", "k"]
+    np.testing.assert_allclose(treespec.grad(m.f)(jnp.ones(2), 3), 3.0)
+    batched = treespec.vmap(m.f, in_axes=(0, None))(jnp.ones((3, 2)), 3)
+    np.testing.assert_allclose(batched, 6.0)
+    treespec.explain(m.f, jnp.ones(2), 3)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[:2] == ["x", "dynamic"]
+    assert lines[2].split()[:2] == ["k", "static"]
+    assert _Plain.f.spec.params[0].name == "self"  # the function's own spec
+
+
+def test_explain_of_a_bound_grad_method_marks_what_it_differentiates(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    class M:
+        @partial(treespec.grad, argnums=1)
+        def loss(self, x: float, n: float) -> float:
+            return x * n
+
+    m = M()
+    assert float(m.loss(1.0, 2.0)) == 2.0  # d/dx
+    treespec.explain(m.loss, 1.0, 2.0)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[:2] == ["x", "dynamic"], lines
+    assert lines[2].split()[:2] == ["n", "static"], lines
