@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import sys
 import threading
@@ -47,7 +48,21 @@ def in_class_body(namespace: Mapping[str, Any]) -> bool:
     return "__qualname__" in namespace and "__module__" in namespace
 
 
+def _bound_transform(fun: Any) -> Any:
+    """The transform a bound method is of (`m.f`, `f` a treespec transform), or
+    None. A method object hands on the transform's attributes, its spec (which
+    has `self`) included."""
+    func = getattr(fun, "__func__", None)
+    if getattr(fun, "__self__", None) is None or func is None:
+        return None
+    return func if isinstance(getattr(func, "__treespec_spec__", None), Spec) else None
+
+
 def _spec_for(fun: Any, localns: Mapping[str, Any]) -> Spec:
+    transform = _bound_transform(fun)
+    if transform is not None:  # called without `self`: its spec has none
+        of_function: Spec = transform.__treespec_spec__
+        return dataclasses.replace(of_function, params=of_function.params[1:])
     own = getattr(fun, "__treespec_spec__", None)
     if isinstance(own, Spec):
         return own
@@ -262,6 +277,8 @@ def explain_text(
         flags = Flags()
     default = getattr(fun, "_default", "infer")
     floats: object = getattr(fun, "_float_args", None)  # what grad differentiates
+    if isinstance(floats, frozenset) and _bound_transform(fun) is not None:
+        floats = frozenset(i - 1 for i in floats if i > 0)  # `self` is bound
     try:
         signature: inspect.Signature | None = inspect.signature(fun)
     except (TypeError, ValueError):
