@@ -799,3 +799,17 @@ def test_explain_of_a_bound_grad_method_marks_what_it_differentiates(
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].split()[:2] == ["x", "dynamic"], lines
     assert lines[2].split()[:2] == ["n", "static"], lines
+
+
+def test_lower_of_a_method_takes_the_instance_first_and_says_so() -> None:
+    m = _Plain()
+    compiled = _Plain.f.lower(m, jnp.ones(2), 3).compile()
+    np.testing.assert_allclose(compiled(m, jnp.ones(2), 3), 6.0)
+    # On an instance, `m.f.lower` is the function's: a clear error, not only
+    # "missing a required argument".
+    with pytest.raises(
+        TypeError,
+        match=r"missing a required argument: 'k'.*"
+        r"_Plain\.f\.lower\(instance, \.\.\.\)",
+    ):
+        m.f.lower(jnp.ones(2), 3)

@@ -288,8 +288,23 @@ class Jitted(Transformed[_P, _R]):
         return out  # type: ignore[no-any-return]
 
     def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> Lowered:
-        """Lower for these arguments, as `jax.jit(...).lower`; `.compile()` runs."""
-        key, dynamic = self._splitter.split_call(args, kwargs)
+        """Lower for these arguments, as `jax.jit(...).lower`; `.compile()` runs.
+
+        For a method, pass the instance first: `Model.apply.lower(model, x)`
+        (`model.apply.lower` is the function's, without the instance bound).
+        """
+        try:
+            key, dynamic = self._splitter.split_call(args, kwargs)
+        except TypeError as error:
+            params = self.spec.params
+            if not params or params[0].name not in ("self", "cls"):
+                raise
+            name = self.spec.name
+            raise TypeError(
+                f"{error}. `lower` of a method takes the instance first: "
+                f"{name}.lower(instance, ...) (an instance's method does not "
+                "bind it for `lower`)"
+            ) from None
         caller: Any = key_split(key).caller or self._caller(key_split(key))
         return Lowered(caller.lower(key, *dynamic), self._splitter, key)
 
