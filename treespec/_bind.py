@@ -18,12 +18,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Binder"]
+from ._spec import POSITIONAL_KINDS
 
-_POSITIONAL = (
-    inspect.Parameter.POSITIONAL_ONLY,
-    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-)
+__all__ = ["Binder"]
 
 #: `(args, kwargs) -> (args, kwargs)` for calls of one shape.
 _Rebind = Callable[
@@ -42,7 +39,7 @@ class Binder:
         self._signature = signature
         self._name = name
         params = list(signature.parameters.values()) if signature else []
-        self._positional = [p for p in params if p.kind in _POSITIONAL]
+        self._positional = [p for p in params if p.kind in POSITIONAL_KINDS]
         self._keyword_only = [p for p in params if p.kind is p.KEYWORD_ONLY]
         self.npos = len(self._positional)
         has_defaults = any(p.default is not p.empty for p in self._keyword_only)

@@ -7,7 +7,6 @@ all static is known per tree structure, from its plan (see `_routes.py`).
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import jax
@@ -28,11 +27,6 @@ from ._spec import (
 )
 
 __all__ = ["PROBE_SCALARS", "StaticKey", "is_sharding", "whole_kind"]
-
-_POSITIONAL = (
-    inspect.Parameter.POSITIONAL_ONLY,
-    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-)
 
 
 def _below(node: Node) -> tuple[set[Marker], bool]:
@@ -84,9 +78,8 @@ def _only_arrays(node: Node) -> bool:
 
 
 def whole_kind(param: Param, flag: Any, default: str = "infer") -> Kind | None:
-    """The kind of every leaf of this parameter, when one kind covers them all."""
-    if param.kind not in _POSITIONAL:
-        return None
+    """The kind of every leaf of this positional parameter, when one kind
+    covers them all."""
     node = param.node
     markers, any_below = _below(node)
     kind = flag_kind(flag)

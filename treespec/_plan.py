@@ -140,6 +140,11 @@ class Split:
         self.get_static = _getter(self.static_idx)
         self.get_dynamic = _getter(self.dynamic_idx)
 
+    def pairs(self, leaves: Sequence[Any]) -> list[tuple[LeafInfo, Kind, Any]]:
+        """Each leaf with how it was resolved and its kind (for validation,
+        retrace descriptions and diagnosis)."""
+        return list(zip(self.plan.infos, self.kinds, leaves))
+
     def merge(self, static: Sequence[Any], dynamic: Sequence[Any]) -> list[Any]:
         """Put static and dynamic leaves back in flatten order."""
         leaves: list[Any] = [None] * len(self.kinds)

@@ -329,15 +329,18 @@ class PositionalRoute(Route):
             args[i] = value
         return tuple(args), {}
 
+    def _whole(self, values: Sequence[Any]) -> list[tuple[Param, Any, FlagEntry]]:
+        """The arguments handed to JAX whole, each with its flag entry."""
+        by_name = self.ctx.flags.by_name
+        return [
+            (param, value, by_name.get(param.name))
+            for param, value in zip(self._whole_params, values)
+        ]
+
     def view(self, key: Key, dynamic: Sequence[Any]) -> CallView:
         split = key_split(key)
-        by_name = self.ctx.flags.by_name
-        whole = [
-            (param, value, by_name.get(param.name))
-            for param, value in zip(self._whole_params, dynamic)
-        ]
         leaves = split.merge(key_static(key), dynamic[self._n_whole :])
-        return CallView(whole, list(zip(split.plan.infos, split.kinds, leaves)))
+        return CallView(self._whole(dynamic), split.pairs(leaves))
 
     def donate_argnums(self, split: Split, offset: int = 1) -> tuple[int, ...]:
         n = self._n_whole
@@ -358,17 +361,10 @@ class PositionalRoute(Route):
         return (*whole, *(shardings[i] for i in split.dynamic_idx))
 
     def diagnose(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Issue]:
-        by_name = self.ctx.flags.by_name
-        whole = [
-            (param, value, by_name.get(param.name))
-            for param, value in zip(self._whole_params, self.get_whole(args))
-        ]
         leaves, treedef = _flatten(self.get_mixed(args))
         plan = self._plans.get(treedef)
-        pairs: list[Pair] = []
-        if plan is not None:
-            split = plan.fixed or plan.split(leaves)
-            pairs = list(zip(plan.infos, split.kinds, leaves))
+        pairs = plan.split(leaves).pairs(leaves) if plan is not None else []
+        whole = self._whole(self.get_whole(args))
         return call_issues(self.ctx.spec, pairs, whole, check=self.ctx.validate)
 
 
@@ -395,8 +391,7 @@ class CallRoute(Route):
 
     def view(self, key: Key, dynamic: Sequence[Any]) -> CallView:
         split = key_split(key)
-        leaves = split.merge(key_static(key), dynamic)
-        return CallView([], list(zip(split.plan.infos, split.kinds, leaves)))
+        return CallView([], split.pairs(split.merge(key_static(key), dynamic)))
 
     def donate_argnums(self, split: Split, offset: int = 1) -> tuple[int, ...]:
         return tuple(offset + d for d in split.donate)
@@ -412,6 +407,5 @@ class CallRoute(Route):
         plan = self._plans.get(treedef)
         if plan is None:
             return []
-        split = plan.fixed or plan.split(leaves)
-        pairs = list(zip(plan.infos, split.kinds, leaves))
+        pairs = plan.split(leaves).pairs(leaves)
         return call_issues(self.ctx.spec, pairs, check=self.ctx.validate)

@@ -15,11 +15,18 @@ from typing import Any
 
 from ._markers import Marker
 
+#: The parameter kinds a call fills by position (`Spec.positional`).
+POSITIONAL_KINDS = (
+    inspect.Parameter.POSITIONAL_ONLY,
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+)
+
 __all__ = [
     "AnyNode",
     "ClassNode",
     "LeafNode",
     "MappingNode",
+    "POSITIONAL_KINDS",
     "Node",
     "NoneNode",
     "Param",
@@ -249,11 +256,7 @@ class Spec:
 
     @property
     def positional(self) -> tuple[Param, ...]:
-        kinds = (
-            inspect.Parameter.POSITIONAL_ONLY,
-            inspect.Parameter.POSITIONAL_OR_KEYWORD,
-        )
-        return tuple(p for p in self.params if p.kind in kinds)
+        return tuple(p for p in self.params if p.kind in POSITIONAL_KINDS)
 
     @property
     def var_positional(self) -> Param | None:
