@@ -1147,23 +1147,17 @@ def _check_options(
         )
     flags_expr = found.get("static_flags")
     entry = _entry(flags_expr) if flags_expr is not None else None
-    if isinstance(default, StrExpr) and isinstance(fun, CallableType):
-        _check_policy(ctx, default, fun, entry)
+    signature = _Params(fun) if isinstance(fun, CallableType) else None
+    if isinstance(default, StrExpr) and signature is not None:
+        _check_policy(ctx, default, signature, entry)
     if entry is None:
         return
-    if not isinstance(fun, CallableType):
+    if signature is None:
         _check_entry(ctx, entry, None, "static_flags")
         return
-    from mypy.nodes import ARG_OPT, ARG_POS, ARG_STAR
-
-    names = _param_names(fun)
-    params = [(name, t) for name, t in zip(names, fun.arg_types) if name is not None]
-    positional = [
-        (name or f"<positional {i}>", t)
-        for i, (name, kind, t) in enumerate(zip(names, fun.arg_kinds, fun.arg_types))
-        if kind in (ARG_POS, ARG_OPT)
-    ]
-    has_star = ARG_STAR in fun.arg_kinds
+    names, types = signature.names, signature.types
+    params = [(name, t) for name, t in zip(names, types) if name is not None]
+    positional = [(signature.label(i), types[i]) for i in signature.positional]
     builder = _Builder()
     if entry.kind == "mapping":
         known = {name for name, _ in params}
@@ -1185,7 +1179,7 @@ def _check_options(
         return
     if entry.kind == "sequence":
         n = len(entry.items)
-        if n < len(positional) or (n > len(positional) and not has_star):
+        if n < len(positional) or (n > len(positional) and not signature.has_star):
             # The runtime's rule (`normalize_flags`): one entry per positional
             # parameter (a method's `self` included), more only for `*args`.
             missing = ", ".join(name for name, _ in positional[n:])
@@ -1214,36 +1208,44 @@ def _check_options(
     _check_entry(ctx, entry, None, "static_flags")
 
 
-def _param_names(fun: CallableType) -> list[str | None]:
-    """`fun`'s parameter names, positional-only ones included when mypy kept
-    the definition (its callable type drops them); None where unknown."""
-    names: list[str | None] = list(fun.arg_names)
-    definition = fun.definition
-    written = getattr(definition, "arg_names", None)
-    if isinstance(written, list) and len(written) == len(names):
-        names = [name or given for name, given in zip(names, written)]
-    return names
+class _Params:
+    """A function's parameters as the flag rules count them: their names (a
+    positional-only one's when mypy kept the definition, whose callable type
+    drops it; None where unknown), types, and the positional ones by index."""
+
+    def __init__(self, fun: CallableType) -> None:
+        from mypy.nodes import ARG_OPT, ARG_POS, ARG_STAR
+
+        names: list[str | None] = list(fun.arg_names)
+        written = getattr(fun.definition, "arg_names", None)
+        if isinstance(written, list) and len(written) == len(names):
+            names = [name or given for name, given in zip(names, written)]
+        self.names = names
+        self.types = fun.arg_types
+        self.positional = [
+            i for i, kind in enumerate(fun.arg_kinds) if kind in (ARG_POS, ARG_OPT)
+        ]
+        self.has_star = ARG_STAR in fun.arg_kinds
+
+    def label(self, i: int) -> str:
+        """How parameter `i` is named in a message."""
+        return self.names[i] or f"<positional {self.positional.index(i)}>"
 
 
 def _check_policy(
-    ctx: FunctionContext, default: StrExpr, fun: CallableType, flags: _Entry | None
+    ctx: FunctionContext, default: StrExpr, signature: _Params, flags: _Entry | None
 ) -> None:
     """What `default=` makes of the parameters that no marker or flag entry
     speaks for, judged as the runtime judges them: under "static" or "dynamic"
     the verdicts of that marker around them, under "error" any leaf left
     uncovered (which the runtime refuses at the call)."""
-    from mypy.nodes import ARG_OPT, ARG_POS
-
     policy = default.value
     if policy not in ("static", "dynamic", "error"):
         return
     if flags is not None and flags.kind not in ("mapping", "sequence"):
         return  # a bool or a callable speaks for every leaf; or not a literal
-    names = _param_names(fun)
     # Parameters by index (a positional-only one may have no name to mypy).
-    positional = [
-        i for i, kind in enumerate(fun.arg_kinds) if kind in (ARG_POS, ARG_OPT)
-    ]
+    names, positional = signature.names, signature.positional
     flagged: set[int] = set()
     for key, child in flags.items if flags is not None else ():
         if child.kind == "none":
@@ -1256,10 +1258,10 @@ def _check_policy(
         elif None in names:
             return  # maybe an unnamed parameter's name: no verdict
     builder = _Builder()
-    for i, t in enumerate(fun.arg_types):
+    for i, t in enumerate(signature.types):
         if i in flagged:
             continue
-        name = names[i] or f"<positional {positional.index(i)}>"
+        name = signature.label(i)
         node = builder.node(t)
         if node.marker is not None:
             continue
@@ -1325,27 +1327,27 @@ def _decorators(statements: list[Any]) -> Iterator[Decorator]:
 class _DecoratorIndex:
     """The decorated functions of the module being checked, by the identity of
     each decorator expression: one walk per module, not one per call that has
-    options. Owned by the plugin instance; an entry is used only when it still
-    holds that very expression (a module checked again is walked again)."""
+    options. Owned by the plugin instance; a module checked again (a new tree)
+    is walked again."""
 
     def __init__(self) -> None:
         self._tree: object = None
         self._by_id: dict[int, Decorator] = {}
 
     def find(self, tree: Any, expr: object) -> Decorator | None:
-        for fresh in (self._tree is not tree, True):
-            if fresh:
-                self._by_id = {
-                    id(d): stmt
-                    for stmt in _decorators(list(getattr(tree, "defs", ())))
-                    for d in stmt.original_decorators
-                }
-                self._tree = tree
-            stmt = self._by_id.get(id(expr))
-            if stmt is not None and any(d is expr for d in stmt.original_decorators):
-                return stmt
-            if fresh:
-                return None
+        """The decorated function whose decorators include `expr`, if any."""
+        if self._tree is not tree:
+            self._by_id = {
+                id(d): stmt
+                for stmt in _decorators(list(getattr(tree, "defs", ())))
+                for d in stmt.original_decorators
+            }
+            self._tree = tree
+        # The index holds every expression it names, so no id is reused while
+        # it is kept: an expression not in it is no decorator of this tree.
+        stmt = self._by_id.get(id(expr))
+        if stmt is not None and any(d is expr for d in stmt.original_decorators):
+            return stmt
         return None
 
 
