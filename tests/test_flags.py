@@ -105,13 +105,46 @@ def test_flags_override_markers_and_keep_donation() -> None:
     assert got == {"cfg['a']": "dynamic", "buf": "donate"}
 
 
-def test_var_positional_entries() -> None:
+def test_a_list_entry_for_var_positional_means_what_the_dict_entry_means() -> None:
+    # One entry per parameter, `*rest` being one: the entry covers every extra
+    # argument, as `{"rest": ...}` does; a list there flags them one by one.
     def f(a, *rest) -> None: ...
 
-    got = resolve(f, 1, 2, 3, _flags=[True, False, True])
-    assert got == {"a": "static", "rest[0]": "dynamic", "rest[1]": "static"}
-    got = resolve(f, 1, 2, 3, _flags={"rest": True})
-    assert got == {"a": "static", "rest[0]": "static", "rest[1]": "static"}
+    for flags in ([True, False], {"a": True, "rest": False}):
+        for n in range(1, 5):
+            got = resolve(f, 1, *range(n), _flags=flags)
+            assert got == {"a": "static", **{f"rest[{i}]": "dynamic" for i in range(n)}}
+    for flags in ([True, [False, True]], {"a": True, "rest": [False, True]}):
+        got = resolve(f, 1, 2, 3, _flags=flags)
+        assert got == {"a": "static", "rest[0]": "dynamic", "rest[1]": "static"}
+
+
+def test_a_list_flag_on_var_positional_traces_once_for_every_length() -> None:
+    count = {"n": 0}
+
+    def f(x, *rest):  # type: ignore[no-untyped-def]
+        count["n"] += 1
+        return x + sum(rest)
+
+    jitted = treespec.jit(f, static_flags=[None, False])
+    for n in range(1, 5):
+        jitted(jnp.ones(2), *[1.0] * n)
+    assert count["n"] == 4  # one trace per number of arguments, none per value
+    jitted(jnp.ones(2), *[2.0] * 4)
+    assert count["n"] == 4
+
+
+def test_a_list_entry_per_extra_argument_is_refused_with_the_spelling_that_works() -> (
+    None
+):
+    def f(a, *rest) -> None: ...
+
+    with pytest.raises(SpecError) as info:
+        treespec.jit(f, static_flags=[True, False, True])
+    msg = str(info.value)
+    assert "static_flags has 3 entries but f takes a, *rest" in msg, msg
+    assert "static_flags=[True, [False, True]]" in msg, msg
+    assert "{'rest': [False, True]}" in msg, msg
 
 
 def test_too_many_entries_is_a_spec_error_at_decoration() -> None:
@@ -129,7 +162,7 @@ def test_too_few_entries_is_a_spec_error_that_points_to_a_dict() -> None:
     assert "f takes 3 positional parameters (a, b, c) before *rest." in msg
     assert "b, c would have none" in msg
     assert "None lets the hints decide" in msg and "give a dict by name" in msg
-    # Entries beyond the positional parameters go to *rest; a dict names some.
+    # One more entry than the positional parameters is *rest's; a dict names some.
     treespec.jit(f, static_flags=[True, None, None, False])
     treespec.jit(f, static_flags={"a": True})
 

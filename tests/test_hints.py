@@ -597,3 +597,66 @@ def test_a_callable_annotation_reads_as_written_in_messages() -> None:
         match=re.escape("expected Static[Callable[[int, str], int]], got int 3"),
     ):
         treespec.jit(g)(3)
+
+
+# -- annotations hidden behind another decorator ---------------------------------
+
+
+def _logged(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def inner(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    return inner
+
+
+def _logged_with_wraps(fn: Callable[..., Any]) -> Callable[..., Any]:
+    import functools
+
+    @functools.wraps(fn)
+    def inner(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    return inner
+
+
+def test_a_plain_wrapper_that_hides_markers_is_reported_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def update(params: Donate[dict[str, jax.Array]], n: Static[int]) -> Any:
+        return params
+
+    hidden = _logged(update)
+    with caplog.at_level("WARNING", logger="treespec"):
+        treespec.jit(hidden)
+        treespec.jit(hidden)
+        treespec.grad(hidden)
+    messages = [r.getMessage() for r in caplog.records if r.name == "treespec"]
+    assert len(messages) == 1, messages
+    (text,) = messages
+    assert "_logged.<locals>.inner" in text and "update" in text, text
+    assert "functools.wraps" in text, text
+    assert "Donate" in text or "markers" in text, text
+
+
+def test_a_wrapper_that_keeps_wrapped_is_followed_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def update(params: Donate[dict[str, jax.Array]], n: Static[int]) -> Any:
+        return params
+
+    with caplog.at_level("WARNING", logger="treespec"):
+        jitted = treespec.jit(_logged_with_wraps(update))
+    assert [r for r in caplog.records if r.name == "treespec"] == []
+    assert jitted.spec.param("n") is not None
+    assert jitted.spec.param("n").node.text == "Static[int]"  # type: ignore[union-attr]
+
+
+def test_a_wrapper_around_a_function_without_markers_is_quiet(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def plain(x: jax.Array, n: int) -> Any:
+        return x
+
+    with caplog.at_level("WARNING", logger="treespec"):
+        treespec.jit(_logged(plain))
+    assert [r for r in caplog.records if r.name == "treespec"] == []

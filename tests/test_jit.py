@@ -813,3 +813,30 @@ def test_lower_of_a_method_takes_the_instance_first_and_says_so() -> None:
         r"_Plain\.f\.lower\(instance, \.\.\.\)",
     ):
         m.f.lower(jnp.ones(2), 3)
+
+
+def test_a_donated_buffer_passed_again_is_named_by_its_key_path() -> None:
+    @treespec.jit
+    def step(params: Donate[dict[str, jax.Array]], g: jax.Array) -> dict[str, Any]:
+        return {"w": params["w"] - g}
+
+    @treespec.jit
+    def mixed(state: dict[str, Any]) -> jax.Array:
+        return state["buf"] * state["k"]
+
+    params = {"w": jnp.ones(3)}
+    step(params, jnp.ones(3))
+    with pytest.raises(ValidationError) as info:
+        step(params, jnp.ones(3))
+    (issue,) = info.value.issues
+    assert issue.loc == "argument params, at params['w']", issue
+    assert "donated" in issue.format() and "by an earlier call of step" in str(
+        info.value
+    ), info.value
+    assert "deleted" in issue.got, issue
+
+    # Flattened with static leaves beside it, and a buffer deleted by hand.
+    buf = jnp.ones(2)
+    buf.delete()
+    with pytest.raises(ValidationError, match=r"state\['buf'\].*deleted"):
+        mixed({"buf": buf, "k": 2})

@@ -90,6 +90,44 @@ def test_dims_bound_across_arguments_name_who_bound_them() -> None:
     )
 
 
+class Batch(TypedDict):
+    ids: Int[Array, " batch"]
+    x: Float[Array, "batch d"]
+    y: Float[Array, "batch d"]
+    z: Float[Array, "batch d"]
+
+
+@treespec.jit
+def first_x(b: Batch) -> jax.Array:
+    return b["x"][0]
+
+
+def test_a_dimension_the_others_agree_on_blames_only_the_leaf_that_differs() -> None:
+    # Only `ids` is wrong, though it is checked first and so binds batch=5.
+    batch = {"x": jnp.ones((4, 2)), "y": jnp.ones((4, 2)), "z": jnp.ones((4, 2))}
+    (msg,) = _messages(lambda: first_x({"ids": jnp.zeros(5, jnp.int32), **batch}))
+    assert msg.startswith(
+        "argument b, at b['ids']: expected Int[Array, ' batch'] with batch=4 bound "
+        "by b['x'], b['y'], b['z'], got int32[5]"
+    ), msg
+    assert "batch=4 from b['x'], b['y'], b['z']; batch=5 from b['ids']" in msg, msg
+
+
+def test_with_no_minority_every_binding_is_listed() -> None:
+    @treespec.checked
+    def f(
+        a: Float[Array, "n"],
+        b: Float[Array, "n"],
+        c: Float[Array, "n"],
+        d: Float[Array, "n"],
+    ) -> None:
+        return None
+
+    msgs = _messages(lambda: f(jnp.ones(3), jnp.ones(4), jnp.ones(3), jnp.ones(4)))
+    assert [m.split(":")[0] for m in msgs] == ["argument b, at b", "argument d, at d"]
+    assert all("n=3 from a, c; n=4 from b, d" in m for m in msgs), msgs
+
+
 def test_dtype_mismatch() -> None:
     (msg,) = _messages(lambda: step(X.astype(jnp.int32), W, GOOD))
     assert msg == "argument x, at x: expected Float[Array, 'b n'], got int32[32,7]"

@@ -1,0 +1,312 @@
+"""The ecosystem's own ideas of what is static: Equinox, flax.struct, Flax NNX,
+`jax.tree_util.register_dataclass` and `jax.tree.static()` fields.
+
+A marker on a field that the class holds in its tree structure is honoured or
+refused by name, never dropped; NNX modules work with every transform and
+match `nnx.jit`/`jax.jit` on the same model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import warnings
+from functools import partial
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx, struct
+
+import treespec
+from treespec import Donate, Dynamic, SpecError, Static
+
+# -- a marker on a field held in the structure: refused by name ---------------
+
+
+class EqxStaticDynamic(eqx.Module):
+    w: jax.Array
+    scale: Dynamic[float] = eqx.field(static=True)
+
+
+class EqxStaticStatic(eqx.Module):
+    w: jax.Array
+    act: Static[str] = eqx.field(static=True)
+
+
+@struct.dataclass
+class FlaxStaticDonate:
+    w: jax.Array
+    scale: Donate[float] = struct.field(pytree_node=False)
+
+
+class FlaxNodeStatic(struct.PyTreeNode):
+    w: jax.Array
+    name: Static[str] = struct.field(pytree_node=False)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class TreeStaticDynamic:
+    w: jax.Array
+    scale: Dynamic[float] = jax.tree.static(default=1.0)
+
+
+@partial(jax.tree_util.register_dataclass, data_fields=["w"], meta_fields=["scale"])
+@dataclasses.dataclass(frozen=True)
+class MetaFieldsDynamic:
+    w: jax.Array
+    scale: Dynamic[float]
+
+
+@treespec.dataclass
+class TreespecStaticInnerDynamic:
+    w: jax.Array
+    sizes: Static[tuple[Dynamic[float], ...]]
+
+
+class NnxScaled(nnx.Module):
+    scale: Dynamic[float]  # the user wants it traced; NNX keeps a float static
+
+    def __init__(self, scale: float, rngs: nnx.Rngs) -> None:
+        self.lin = nnx.Linear(2, 2, rngs=rngs)
+        self.scale = scale
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.lin(x) * self.scale
+
+
+class NnxStaticField(nnx.Module):
+    scale: Donate[float] = nnx.static()
+
+    def __init__(self, scale: float) -> None:
+        self.w = jnp.ones(2)
+        self.scale = scale
+
+
+def _decorate(cls: type) -> None:
+    @treespec.jit
+    def f(m: cls) -> jax.Array:  # type: ignore[valid-type]
+        return m.w
+
+    del f
+
+
+@pytest.mark.parametrize(
+    ("cls", "switch", "fix"),
+    [
+        (EqxStaticDynamic, "eqx.field(static=True)", "drop static=True"),
+        (FlaxStaticDonate, "flax.struct.field(pytree_node=False)", "pytree_node=False"),
+        (TreeStaticDynamic, "jax.tree.static()", "data field"),
+        (TreespecStaticInnerDynamic, "Static[...]", "treespec.dataclass"),
+        (NnxStaticField, "nnx.static()", "nnx.data"),
+    ],
+)
+def test_a_traced_marker_on_a_field_the_class_holds_static_is_refused_at_decoration(
+    cls: type, switch: str, fix: str
+) -> None:
+    with pytest.raises(SpecError) as caught:
+        _decorate(cls)
+    text = str(caught.value)
+    field = "sizes" if cls is TreespecStaticInnerDynamic else "scale"
+    assert f"{cls.__qualname__}.{field}" in text, text
+    assert switch in text, text
+    assert fix in text, text
+    assert "drop the marker" in text, text
+
+
+def test_the_same_refusal_for_an_unannotated_instance_at_the_first_call() -> None:
+    @treespec.jit
+    def f(m):  # type: ignore[no-untyped-def]
+        return m.w * m.scale
+
+    with pytest.raises(SpecError, match=r"EqxStaticDynamic\.scale.*eqx\.field"):
+        f(EqxStaticDynamic(jnp.ones(2), 0.5))
+
+
+def test_meta_fields_given_to_register_dataclass_are_refused_at_the_first_call() -> (
+    None
+):
+    @treespec.jit
+    def f(m: MetaFieldsDynamic) -> jax.Array:
+        return m.w * m.scale
+
+    with pytest.raises(SpecError) as caught:
+        f(MetaFieldsDynamic(jnp.ones(2), 0.5))
+    text = str(caught.value)
+    assert "MetaFieldsDynamic.scale" in text and "meta_fields" in text, text
+
+
+def test_the_nnx_example_of_the_report_is_refused_at_the_first_call() -> None:
+    @treespec.jit(explain_recompiles=True)
+    def apply(m: NnxScaled, x: jax.Array) -> jax.Array:
+        return m(x)
+
+    with pytest.raises(SpecError) as caught:
+        apply(NnxScaled(0.5, nnx.Rngs(0)), jnp.ones(2))
+    text = str(caught.value)
+    assert "NnxScaled.scale" in text, text
+    assert "nnx.Module" in text and "nnx.data(" in text and "nnx.Param" in text, text
+    assert apply.trace_count == 0
+
+
+def test_a_static_marker_agrees_with_a_field_held_static_and_stays_quiet() -> None:
+    @treespec.jit
+    def f(m: EqxStaticStatic, n: FlaxNodeStatic) -> jax.Array:
+        return m.w + n.w
+
+    out = f(EqxStaticStatic(jnp.ones(2), "relu"), FlaxNodeStatic(jnp.ones(2), "a"))
+    np.testing.assert_allclose(out, 2.0)
+
+
+def test_explain_lists_fields_held_in_the_structure_with_their_switch(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def f(m: EqxStaticStatic, n: FlaxNodeStatic) -> jax.Array:
+        return m.w
+
+    treespec.explain(
+        f, EqxStaticStatic(jnp.ones(2), "relu"), FlaxNodeStatic(jnp.ones(2), "a")
+    )
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert " static " in rows["m.act"], rows
+    assert "eqx.field(static=True)" in rows["m.act"], rows
+    assert "'relu'" in rows["m.act"], rows
+    assert "flax.struct.field(pytree_node=False)" in rows["n.name"], rows
+    assert " dynamic " in rows["m.w"], rows
+
+
+def test_the_retrace_log_names_a_changed_static_field(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Plain(nnx.Module):
+        def __init__(self, scale: float) -> None:
+            self.w = jnp.ones(2)
+            self.scale = scale
+
+    @treespec.jit(explain_recompiles=True)
+    def f(m: EqxStaticStatic, p: Plain) -> jax.Array:
+        return m.w * p.scale
+
+    with caplog.at_level(logging.WARNING, logger="treespec"):
+        f(EqxStaticStatic(jnp.ones(2), "relu"), Plain(0.5))
+        f(EqxStaticStatic(jnp.ones(2), "tanh"), Plain(0.5))
+        f(EqxStaticStatic(jnp.ones(2), "tanh"), Plain(0.25))
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 2, messages
+    assert "m.act: 'relu' (str) -> 'tanh' (str)" in messages[0], messages
+    assert "p.scale: 0.5 (float) -> 0.25 (float)" in messages[1], messages
+    assert not any("no leaf changed" in m for m in messages), messages
+
+
+# -- Flax NNX, first-class ----------------------------------------------------
+
+
+class Net(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs, depth: int = 2) -> None:
+        self.lin = nnx.Linear(3, 3, rngs=rngs)
+        self.bias = nnx.Param(jnp.full(3, 0.5))
+        self.depth = depth  # a plain int: NNX keeps it static
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        for _ in range(self.depth):
+            x = jnp.tanh(self.lin(x) + self.bias[...])
+        return x
+
+
+def _loss(model: Net, x: jax.Array) -> jax.Array:
+    return jnp.sum(model(x) ** 2)
+
+
+def test_an_nnx_module_argument_matches_nnx_jit_and_jax_jit() -> None:
+    model, x = Net(nnx.Rngs(0)), jnp.arange(6.0).reshape(2, 3)
+    count = {"n": 0}
+
+    @treespec.jit
+    def forward(m: Net, x: jax.Array) -> jax.Array:
+        count["n"] += 1
+        return m(x)
+
+    expected = nnx.jit(lambda m, x: m(x))(model, x)
+    np.testing.assert_allclose(forward(model, x), expected, rtol=1e-6)
+    np.testing.assert_allclose(
+        jax.jit(lambda m, x: m(x))(model, x), expected, rtol=1e-6
+    )
+    forward(Net(nnx.Rngs(1)), x)  # same structure: no retrace
+    assert count["n"] == 1
+    forward(Net(nnx.Rngs(1), depth=3), x)  # a static attribute changed
+    assert count["n"] == 2
+
+
+def test_grad_and_value_and_grad_of_an_nnx_module_match_nnx() -> None:
+    model, x = Net(nnx.Rngs(0)), jnp.ones((2, 3))
+    ours = treespec.grad(_loss)(model, x)
+    theirs = nnx.grad(_loss)(model, x)
+    np.testing.assert_allclose(ours.lin.kernel[...], theirs.lin.kernel[...], rtol=1e-6)
+    np.testing.assert_allclose(ours.bias[...], theirs.bias[...], rtol=1e-6)
+    value, grads = treespec.value_and_grad(_loss)(model, x)
+    np.testing.assert_allclose(value, _loss(model, x), rtol=1e-6)
+    np.testing.assert_allclose(grads.bias[...], theirs.bias[...], rtol=1e-6)
+    assert grads.depth == 2  # static attributes ride along, as in nnx.grad
+
+
+def test_vmap_over_the_input_of_an_nnx_module_matches_nnx_vmap() -> None:
+    model, xs = Net(nnx.Rngs(0)), jnp.ones((4, 2, 3))
+    ours = treespec.vmap(lambda m, x: m(x), in_axes=(None, 0))(model, xs)
+    theirs = nnx.vmap(lambda m, x: m(x), in_axes=(None, 0))(model, xs)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
+def test_markers_on_nnx_attributes_are_followed() -> None:
+    class Marked(nnx.Module):
+        w: Dynamic[jax.Array]
+        n: Static[int]
+
+        def __init__(self) -> None:
+            self.w = jnp.ones(2)
+            self.n = 3
+
+    @treespec.jit
+    def f(m: Marked) -> jax.Array:
+        return m.w * m.n
+
+    np.testing.assert_allclose(f(Marked()), 3.0)
+    spec_text = treespec.spec_of(f).tree()
+    assert "n: Static[int]" in spec_text and "w: Dynamic[Array]" in spec_text
+
+
+def test_nnx_annotations_that_disagree_with_a_marker_are_spec_errors() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # nnx.Static/Data
+
+        class Agree(nnx.Module):
+            n: nnx.Static[Static[int]]
+            w: nnx.Data[Dynamic[jax.Array]]
+
+            def __init__(self) -> None:
+                self.n = 2
+                self.w = jnp.ones(2)
+
+        class HeldButTraced(nnx.Module):
+            n: nnx.Static[Dynamic[float]]
+
+            def __init__(self) -> None:
+                self.n = 2.0
+
+        class DataButStatic(nnx.Module):
+            n: nnx.Data[Static[int]]
+
+            def __init__(self) -> None:
+                self.n = 2
+
+    @treespec.jit
+    def ok(m: Agree) -> jax.Array:
+        return m.w * m.n
+
+    np.testing.assert_allclose(ok(Agree()), 2.0)
+    with pytest.raises(SpecError, match=r"HeldButTraced\.n.*nnx\.Static"):
+        _decorate(HeldButTraced)
+    with pytest.raises(SpecError, match=r"DataButStatic\.n.*nnx\.Data"):
+        _decorate(DataButStatic)
