@@ -311,11 +311,31 @@ FLAG_CASES: list[tuple[str, str, str, bool]] = [
         "jax.numpy.ones(2), 3",
         True,
     ),
+    # One entry per parameter, `*ns` being one (its entry covers every extra
+    # argument); entries per extra argument are nested in it.
     (
         "x: jax.Array, *ns: int",
         "static_flags=[False, True, True]",
         "jax.numpy.ones(2), 1, 2",
+        True,
+    ),
+    (
+        "x: jax.Array, *ns: int",
+        "static_flags=[False, True]",
+        "jax.numpy.ones(2), 1, 2",
         False,
+    ),
+    (
+        "x: jax.Array, *ns: int",
+        "static_flags=[False, [True, True]]",
+        "jax.numpy.ones(2), 1, 2",
+        False,
+    ),
+    (
+        "x: jax.Array, *ns: jax.Array",
+        "static_flags=[False, True]",
+        "jax.numpy.ones(2), jax.numpy.ones(2)",
+        True,
     ),
     ("x: jax.Array, n: int", "static_flags={'n': True}", "jax.numpy.ones(2), 3", False),
     ("x: jax.Array, n: int", "static_flags={'nn': True}", "jax.numpy.ones(2), 3", True),

@@ -51,7 +51,7 @@ class FlaxNodeStatic(struct.PyTreeNode):
 @dataclasses.dataclass(frozen=True)
 class TreeStaticDynamic:
     w: jax.Array
-    scale: Dynamic[float] = jax.tree.static(default=1.0)
+    scale: Dynamic[float] = jax.tree.static(default=1.0)  # noqa: RUF009
 
 
 @partial(jax.tree_util.register_dataclass, data_fields=["w"], meta_fields=["scale"])

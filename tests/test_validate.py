@@ -107,7 +107,7 @@ def test_a_dimension_the_others_agree_on_blames_only_the_leaf_that_differs() -> 
     batch = {"x": jnp.ones((4, 2)), "y": jnp.ones((4, 2)), "z": jnp.ones((4, 2))}
     (msg,) = _messages(lambda: first_x({"ids": jnp.zeros(5, jnp.int32), **batch}))
     assert msg.startswith(
-        "argument b, at b['ids']: expected Int[Array, ' batch'] with batch=4 bound "
+        "argument b, at b['ids']: expected Int[Array, 'batch'] with batch=4 bound "
         "by b['x'], b['y'], b['z'], got int32[5]"
     ), msg
     assert "batch=4 from b['x'], b['y'], b['z']; batch=5 from b['ids']" in msg, msg

@@ -205,7 +205,8 @@ def flag_tree(
 
 
 def format_plan(plan: Plan, leaves: list[Any]) -> str:
-    """One line per leaf: path, kind, what the leaf is, where the kind came from."""
+    """One line per leaf: path, kind, what the leaf is, where the kind came from;
+    then the annotated fields that classes keep in their tree structure."""
     from ._errors import describe_value
 
     rows = []
@@ -220,6 +221,12 @@ def format_plan(plan: Plan, leaves: list[Any]) -> str:
             else:
                 source += f" -> {kind is Kind.STATIC}"
         rows.append((info.path, kind.value, describe_value(leaf), source))
+    for held in plan.held:
+        if held.annotated:  # a class's own statics are listed when annotated
+            source = f"{held.switch} (in the tree structure)"
+            rows.append(
+                (held.path, Kind.STATIC.value, describe_value(held.value), source)
+            )
     if not rows:
         return "(no leaves)"
     widths = [max(len(r[c]) for r in rows) for c in range(3)]

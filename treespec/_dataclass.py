@@ -14,6 +14,7 @@ from typing import Any, TypeVar, overload
 import jax
 from typing_extensions import dataclass_transform
 
+from ._classes import note_treespec_dataclass
 from ._errors import SpecError
 from ._hints import type_text
 from ._markers import Marker, marker_of
@@ -93,6 +94,7 @@ def _register(cls: _C, kwargs: dict[str, Any]) -> _C:
         else:
             data.append(field.name)
     jax.tree_util.register_dataclass(made, data_fields=data, meta_fields=meta)
+    note_treespec_dataclass(made, meta)
     return made  # type: ignore[no-any-return]
 
 

@@ -7,10 +7,10 @@ from typing import Any
 import jax
 
 from ._errors import Issue, describe_value, location
-from ._plan import LeafInfo
+from ._plan import Kind, LeafInfo
 from ._rules import is_array, is_hashable, non_array_fix, unhashable_fix
 
-__all__ = ["aval", "static_issue", "traced_issue"]
+__all__ = ["aval", "deleted_issue", "static_issue", "traced_issue"]
 
 
 def aval(value: Any) -> str:
@@ -55,4 +55,30 @@ def static_issue(info: LeafInfo, leaf: Any) -> Issue | None:
         f"a hashable value, since it is static ({info.source})",
         describe_value(leaf),
         fix,
+    )
+
+
+def deleted_issue(info: LeafInfo, kind: Kind, leaf: Any, function: str) -> Issue | None:
+    """A traced leaf whose buffer is gone: donated by an earlier call, or
+    deleted. XLA only says "Invalid buffer passed to Execute() as argument 1"."""
+    if kind is Kind.STATIC or isinstance(leaf, jax.core.Tracer):
+        return None
+    is_deleted = getattr(leaf, "is_deleted", None)
+    if not isinstance(leaf, jax.Array) or is_deleted is None or not is_deleted():
+        return None
+    if kind is Kind.DONATE:
+        why = (
+            f"it was donated by an earlier call of {function} ({info.source}), "
+            "which gave its buffer to the result: pass what that call returned"
+        )
+    else:
+        why = (
+            "it was donated to an earlier computation (a Donate leaf, "
+            "donate_argnums) or deleted: pass a live array"
+        )
+    return Issue(
+        location(info.argument, info.path),
+        "a live array",
+        f"{describe_value(leaf)}, whose buffer has been deleted",
+        why,
     )

@@ -110,7 +110,6 @@ class Flags:
     """`static_flags` normalized against a signature, once per function."""
 
     by_name: Mapping[str, FlagEntry] = field(default_factory=dict)
-    extra_positional: tuple[FlagEntry, ...] = ()
     source: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -126,17 +125,20 @@ def normalize_flags(static_flags: Any, spec: Spec) -> Flags:
             source={n: "static_flags" for n in names},
         )
     if kind == "sequence":
-        positional = spec.positional
+        # One entry per positional parameter, `*args` being one (its entry
+        # covers every extra argument, as a dict entry by its name does).
+        listed = list(spec.positional)
+        if spec.var_positional is not None:
+            listed.append(spec.var_positional)
         n = len(static_flags)
-        if n < len(positional) or (n > len(positional) and spec.var_positional is None):
-            raise SpecError(_sequence_length_message(n, spec))
+        if not len(spec.positional) <= n <= len(listed):
+            raise SpecError(_sequence_length_message(n, spec, static_flags))
         by_name: dict[str, FlagEntry] = {}
         source: dict[str, str] = {}
-        for i, entry in enumerate(static_flags[: len(positional)]):
-            by_name[positional[i].name] = entry
-            source[positional[i].name] = f"static_flags[{i}]"
-        extra = tuple(static_flags[len(positional) :])
-        return Flags(by_name=by_name, extra_positional=extra, source=source)
+        for i, entry in enumerate(static_flags):
+            by_name[listed[i].name] = entry
+            source[listed[i].name] = f"static_flags[{i}]"
+        return Flags(by_name=by_name, source=source)
     if kind == "mapping":
         unknown = [k for k in static_flags if k not in names]
         if unknown:
@@ -155,13 +157,29 @@ def normalize_flags(static_flags: Any, spec: Spec) -> Flags:
     )
 
 
-def _sequence_length_message(n: int, spec: Spec) -> str:
+def _sequence_length_message(n: int, spec: Spec, entries: Any) -> str:
     """Why a `static_flags` list does not line up with the positional parameters."""
     positional = spec.positional
     names = ", ".join(p.name for p in positional) or "none"
+    var = spec.var_positional
+    if var is not None and n > len(positional):
+        # Entries for the extra arguments one by one: the spelling that works
+        # nests them in the one entry `*args` has (the dict form's meaning).
+        listed = ", ".join([*(p.name for p in positional), f"*{var.name}"])
+        head = [repr(e) for e in entries[: len(positional)]]
+        tail = list(entries[len(positional) :])
+        nested = f"[{', '.join([*head, repr(tail)])}]"
+        return (
+            f"static_flags has {plural(n, 'entry')} but {spec.name} takes "
+            f"{listed}: a list gives one entry per parameter, and the entry of "
+            f"*{var.name} covers every extra argument (as "
+            f"static_flags={{{var.name!r}: ...}} does). To flag the extra "
+            f"arguments one by one, nest them: static_flags={nested}, or "
+            f"static_flags={{{var.name!r}: {tail!r}}}."
+        )
     takes = f"{spec.name} takes {plural(len(positional), 'positional parameter')}"
-    if spec.var_positional is not None:
-        takes += f" ({names}) before *{spec.var_positional.name}"
+    if var is not None:
+        takes += f" ({names}) before *{var.name}"
     else:
         takes += f" ({names})"
     text = f"static_flags has {plural(n, 'entry')} but {takes}. "

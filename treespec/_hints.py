@@ -15,7 +15,15 @@ from typing import Any, ForwardRef, TypeVar, get_args, get_origin
 import typing_extensions
 from typing_extensions import is_typeddict
 
+from ._classes import (
+    class_data,
+    class_held,
+    class_hints,
+    field_names,
+    is_class_backed,
+)
 from ._errors import SpecError
+from ._held import data_conflict, held_conflict
 from ._markers import marker_of
 from ._rules import (
     MAPPING_TYPES,
@@ -38,6 +46,7 @@ from ._spec import (
     UnionNode,
     _ClassBacked,
 )
+from ._wrappers import report_hidden_markers
 
 __all__ = ["derive_spec", "parse_annotation", "type_text"]
 
@@ -157,10 +166,6 @@ def _is_array_class(tp: Any) -> bool:
     if jax is not None and issubclass(tp, jax.Array):
         return True  # whatever module JAX's version defines it in
     return any(f"{c.__module__}.{c.__qualname__}" in ARRAY_TYPES for c in tp.__mro__)
-
-
-def _is_namedtuple(tp: Any) -> bool:
-    return isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields")
 
 
 def _check_union(members: tuple[Node, ...], where: str, text: str) -> None:
@@ -320,7 +325,7 @@ def _generic(annotation: Any, origin: Any, args: tuple[Any, ...], at: _At) -> No
     container = _container_kind(origin)
     if container is not None:
         return _container(annotation, origin, container, args, at)
-    if isinstance(origin, type) and _is_class_backed(origin):
+    if isinstance(origin, type) and is_class_backed(origin):
         params = getattr(origin, "__parameters__", ())
         sub = {p: _substitute(a, at.bindings) for p, a in zip(params, args)}
         return _class_node(origin, tuple(sub.values()), sub, at.ctx, at.text, at.where)
@@ -380,7 +385,7 @@ def _plain(annotation: Any, at: _At) -> Node:
         return MappingNode(cls=annotation, values=values, text=at.text, origin=at.where)
     if not isinstance(annotation, type):
         return at.leaf(annotation)
-    if _is_class_backed(annotation):
+    if is_class_backed(annotation):
         return _class_node(annotation, (), {}, at.ctx, at.text, at.where)
     return at.leaf(
         annotation,
@@ -408,20 +413,6 @@ def _substitute(arg: Any, bindings: Mapping[Any, Any]) -> Any:
     if isinstance(arg, TypeVar) and arg in bindings:
         return bindings[arg]
     return arg
-
-
-def _is_class_backed(cls: type) -> bool:
-    return is_typeddict(cls) or _is_namedtuple(cls) or dataclasses.is_dataclass(cls)
-
-
-def _class_hints(cls: type) -> dict[str, tuple[Any, str | None]]:
-    """Raw annotations of a class and its bases, with the module each came from."""
-    hints: dict[str, tuple[Any, str | None]] = {}
-    for klass in reversed(cls.__mro__):
-        raw = inspect.get_annotations(klass)
-        for name, ann in raw.items():
-            hints[name] = (ann, klass.__module__)
-    return hints
 
 
 def _class_node(
@@ -458,7 +449,7 @@ def _fill_class_node(
     name = cls.__qualname__
     if is_typeddict(cls):
         required = set(getattr(cls, "__required_keys__", ()))
-        hints = _class_hints(cls)
+        hints = class_hints(cls)
         for field, (ann, module) in hints.items():
             where = f"{name}[{field!r}]"
             evaluated = ctx.evaluate(ann, where, module)
@@ -474,16 +465,30 @@ def _fill_class_node(
             )
         node.body.required = frozenset(required)
         return
-    if dataclasses.is_dataclass(cls):
-        names = [f.name for f in dataclasses.fields(cls)]
-    else:
-        names = list(getattr(cls, "_fields", ()))
-    hints = _class_hints(cls)
-    for field in names:
+    hints = class_hints(cls)
+    for field in field_names(cls):
         ann, module = hints.get(field, (Any, None))
         node.body.fields[field] = parse_annotation(
             ann, ctx, f"{name}.{field}", bindings, module
         )
+    _check_held(node, cls)
+
+
+def _check_held(node: _ClassBacked, cls: type) -> None:
+    """Markers on fields the class holds in its tree structure (or, for NNX,
+    declares data) that cannot be honoured: a `SpecError` now, as the class is
+    known (see `_held.py`)."""
+    owner = cls.__qualname__
+    for field, switch in class_held(cls).items():
+        child = node.fields.get(field)
+        problem = held_conflict(owner, field, child, switch) if child else None
+        if problem is not None:
+            raise SpecError(problem)
+    for field, says in class_data(cls).items():
+        child = node.fields.get(field)
+        problem = data_conflict(owner, field, child, says) if child else None
+        if problem is not None:
+            raise SpecError(problem)
 
 
 def _code_owner(fun: Any) -> Any:
@@ -509,6 +514,7 @@ def derive_spec(fun: Any, localns: Mapping[str, Any] | None = None) -> Spec:
         signature = inspect.signature(fun)
     except (TypeError, ValueError) as exc:
         raise SpecError(f"cannot read the signature of {fun!r}: {exc}") from exc
+    report_hidden_markers(fun, signature)
     target = _code_owner(fun)
     globalns = dict(getattr(target, "__globals__", {}))
     namespace = dict(localns or {})

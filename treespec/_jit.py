@@ -276,7 +276,8 @@ class Jitted(Transformed[_P, _R]):
         split = key[0]
         try:
             out = (split.caller or self._caller(split))(key, *dynamic)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RuntimeError):
+            # JAX's refusal of a leaf (RuntimeError: a deleted buffer).
             error = splitter.diagnose(call, named)
             if error is None:
                 raise

@@ -21,7 +21,7 @@ from ._markers import Marker
 from ._rules import is_array
 from ._spec import Node
 
-__all__ = ["Kind", "LeafInfo", "Plan", "Split", "ask_callable", "ask_probe"]
+__all__ = ["Held", "Kind", "LeafInfo", "Plan", "Split", "ask_callable", "ask_probe"]
 
 
 #: The resolved kind of one leaf: the same three values as the markers.
@@ -54,6 +54,20 @@ class LeafInfo:
         if self.kind is not None:
             return self.kind
         return Kind.STATIC if ask_probe(self, value) else self.traced_kind
+
+
+@dataclasses.dataclass(frozen=True)
+class Held:
+    """A field a class keeps in its tree structure, so no leaf: where it is,
+    its value (the same for every call of one tree structure), the switch
+    that holds it (`eqx.field(static=True)`), and whether it is an annotated
+    field (`explain` lists those; a retrace description names any)."""
+
+    path: str
+    argument: str
+    value: Any
+    switch: str
+    annotated: bool = True
 
 
 def ask_probe(info: LeafInfo, value: Any) -> bool:
@@ -158,9 +172,13 @@ class Split:
 class Plan:
     """The resolution of every leaf of one tree structure."""
 
-    def __init__(self, treedef: Any, infos: tuple[LeafInfo, ...]) -> None:
+    def __init__(
+        self, treedef: Any, infos: tuple[LeafInfo, ...], held: tuple[Held, ...] = ()
+    ) -> None:
         self.treedef = treedef
         self.infos = infos
+        #: The fields its classes keep in the structure (see `Held`).
+        self.held = held
         #: The route whose calls have this structure (it reads keys of its
         #: splits back, and knows what `treedef` is the structure of).
         self.route: Any = None

@@ -17,11 +17,13 @@ from typing import Any
 import jax
 from jax.tree_util import DictKey, GetAttrKey, SequenceKey, keystr
 
-from ._errors import Issue, SpecError, a_type, describe_value, location
+from ._classes import held_in, is_class_backed, is_nnx
+from ._errors import Issue, SpecError, a_type, describe_value, location, plural
 from ._flags import FlagEntry, Flags, flag_child, flag_kind, key_name
-from ._hints import _Context, _is_class_backed, parse_annotation
+from ._held import held_conflict
+from ._hints import _Context, parse_annotation
 from ._markers import Marker
-from ._plan import Kind, LeafInfo, Plan, _not_array, _static_in_grad
+from ._plan import Held, Kind, LeafInfo, Plan, _not_array, _static_in_grad
 from ._rules import DEFAULT_POLICIES, is_array_annotation, uncovered_fix
 from ._spec import (
     AnyNode,
@@ -38,7 +40,14 @@ from ._spec import (
 )
 from ._validate import first_call_issues
 
-__all__ = ["DEFAULTS", "build_plan", "check_default", "child_items", "walk_value"]
+__all__ = [
+    "DEFAULTS",
+    "build_plan",
+    "check_default",
+    "child_items",
+    "held_fields",
+    "walk_value",
+]
 
 #: The default policies (one table, read by the mypy plugin too).
 DEFAULTS: tuple[str, ...] = DEFAULT_POLICIES
@@ -53,6 +62,7 @@ class _Walk:
     infos: list[LeafInfo] = dataclasses.field(default_factory=list)
     issues: list[Issue] = dataclasses.field(default_factory=list)
     uncovered: list[str] = dataclasses.field(default_factory=list)
+    held: list[Held] = dataclasses.field(default_factory=list)
 
 
 _class_nodes: dict[type, Node] = {}
@@ -166,7 +176,7 @@ def _walk(
         isinstance(node, AnyNode)
         and flag_kind(flag) != "bool"  # a bool flag decides: class markers can't
         and not isinstance(value, dict)
-        and _is_class_backed(type(value))
+        and is_class_backed(type(value))
     ):
         node = _node_for_class(type(value))
     if node.marker is not None:
@@ -187,6 +197,8 @@ def _walk(
     names = [key_name(k) for k, _ in children]
     if w.check:
         w.issues.extend(_children_issues(node, value, names, path, argument))
+    if isinstance(node, ClassNode):
+        _held_fields(w, value, node, children, path, argument)
     for index, (key, child) in enumerate(children):
         sub_flag = flag_child(flag, index, names, flag_src)
         sub_src = flag_src
@@ -201,6 +213,37 @@ def _walk(
             marker,
             sub_flag,
             sub_src,
+        )
+
+
+def _held_fields(
+    w: _Walk,
+    value: Any,
+    node: ClassNode,
+    children: list[tuple[Any, Any]],
+    path: str,
+    argument: str,
+) -> None:
+    """The fields the value's class keeps in its tree structure: a marker there
+    that cannot be honoured is a `SpecError` (the class could not tell before
+    this call: `meta_fields`, an NNX attribute that is not data); the others
+    are recorded, for `explain` and retrace descriptions."""
+    cls = type(value)
+    if not (dataclasses.is_dataclass(cls) or is_nnx(cls)) or not all(
+        isinstance(k, GetAttrKey) for k, _ in children
+    ):
+        return  # no names to tell the fields that are children
+    names = [k.name for k, _ in children]
+    for name, (switch, annotated) in held_in(value, names).items():
+        field = node.fields.get(name)
+        if field is not None:
+            problem = held_conflict(cls.__qualname__, name, field, switch)
+            if problem is not None:
+                raise SpecError(problem)
+        w.held.append(
+            Held(
+                f"{path}.{name}", argument, getattr(value, name), switch.text, annotated
+            )
         )
 
 
@@ -350,6 +393,14 @@ def walk_value(
     return w.infos, w.issues, w.uncovered
 
 
+def held_fields(value: Any, node: Node, name: str) -> list[Held]:
+    """The fields that the classes inside argument `name` keep in their tree
+    structure (for a retrace description of an argument JAX gets whole)."""
+    w = _Walk(default="dynamic", check=False)
+    _walk(w, value, node, name, name, None, None, "static_flags")
+    return w.held
+
+
 def check_default(default: str) -> None:
     if default not in DEFAULTS:
         raise SpecError(
@@ -374,17 +425,17 @@ def _positional_place(
     assert var_pos is not None
     j = i - len(positional)
     name = f"{var_pos.name}[{j}]"
-    if j < len(flags.extra_positional):
-        return var_pos, name, flags.extra_positional[j], f"static_flags[{i}]"
     outer: Any = flags.by_name.get(var_pos.name)
+    source = flags.source.get(var_pos.name, f"static_flags[{var_pos.name!r}]")
     if flag_kind(outer) != "sequence":
-        return var_pos, name, outer, f"static_flags[{var_pos.name!r}]"
+        return var_pos, name, outer, source
     if j >= len(outer):
         raise SpecError(
-            f"static_flags[{var_pos.name!r}] has {len(outer)} entries "
-            f"but the call passes more *{var_pos.name} arguments."
+            f"{source} has {plural(len(outer), 'entry')} but the call passes "
+            f"more *{var_pos.name} arguments: give one entry per argument, or "
+            f"one entry for all of them ({source} = False, say)."
         )
-    return var_pos, name, outer[j], f"static_flags[{var_pos.name!r}][{j}]"
+    return var_pos, name, outer[j], f"{source}[{j}]"
 
 
 def _keyword_place(
@@ -463,4 +514,4 @@ def build_plan(
     issues = w.issues
     if check:  # when the call fails, every problem of it, not just its structure
         issues = first_call_issues(spec, flags, w.infos, args, kwargs, skip, issues)
-    return Plan(treedef, tuple(w.infos)), issues
+    return Plan(treedef, tuple(w.infos), tuple(w.held)), issues

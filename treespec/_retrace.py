@@ -43,14 +43,21 @@ def describe_retrace(old: dict[str, str], new: dict[str, str]) -> list[str]:
 
 
 def describe_view(view: CallView) -> dict[str, str]:
-    """`{leaf path: value (type) or dtype[shape]}` of one trace."""
+    """`{leaf path: value (type) or dtype[shape]}` of one trace, the fields that
+    classes keep in their tree structure included."""
     described: dict[str, str] = {}
     for param, value, _ in view.whole:
         for path, leaf in jax.tree_util.tree_flatten_with_path(value)[0]:
             described[param.name + keystr(path)] = aval(leaf)
     for info, kind, leaf in view.pairs:
         if kind is Kind.STATIC:
-            described[info.path] = f"{leaf!r} ({type(leaf).__name__})"
+            described[info.path] = _static(leaf)
         else:
             described[info.path] = aval(leaf)
+    for held in view.held:  # a class's static field, named as a leaf is
+        described[held.path] = _static(held.value)
     return described
+
+
+def _static(value: object) -> str:
+    return f"{value!r} ({type(value).__name__})"

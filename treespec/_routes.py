@@ -40,9 +40,9 @@ import jax
 from ._errors import Issue, ValidationError
 from ._flags import FlagEntry, Flags
 from ._layout import PROBE_SCALARS, StaticKey, is_sharding
-from ._plan import Kind, Plan, Split, _getter
+from ._plan import Held, Kind, Plan, Split, _getter
 from ._prefix import broadcast_call, top_entry
-from ._resolve import build_plan
+from ._resolve import build_plan, held_fields
 from ._spec import Param, Spec
 from ._validate import Pair, call_issues
 
@@ -107,11 +107,14 @@ class CallView:
     """What a route tells about one call, for validation and retrace messages.
 
     `whole` are the arguments handed to JAX whole, each with its flag entry;
-    `pairs` are the flattened leaves, each with how it was resolved and its kind.
+    `pairs` are the flattened leaves, each with how it was resolved and its kind;
+    `held` the fields that classes keep in the tree structure (no leaves).
     """
 
     whole: list[tuple[Param, Any, FlagEntry]]
     pairs: list[Pair]
+    #: The fields classes of the call keep in their tree structure.
+    held: Sequence[Held] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -340,7 +343,11 @@ class PositionalRoute(Route):
     def view(self, key: Key, dynamic: Sequence[Any]) -> CallView:
         split = key_split(key)
         leaves = split.merge(key_static(key), dynamic[self._n_whole :])
-        return CallView(self._whole(dynamic), split.pairs(leaves))
+        whole = self._whole(dynamic)
+        held = [*split.plan.held]
+        for param, value, _ in whole:
+            held += held_fields(value, param.node, param.name)
+        return CallView(whole, split.pairs(leaves), held)
 
     def donate_argnums(self, split: Split, offset: int = 1) -> tuple[int, ...]:
         n = self._n_whole
@@ -391,7 +398,8 @@ class CallRoute(Route):
 
     def view(self, key: Key, dynamic: Sequence[Any]) -> CallView:
         split = key_split(key)
-        return CallView([], split.pairs(split.merge(key_static(key), dynamic)))
+        leaves = split.merge(key_static(key), dynamic)
+        return CallView([], split.pairs(leaves), split.plan.held)
 
     def donate_argnums(self, split: Split, offset: int = 1) -> tuple[int, ...]:
         return tuple(offset + d for d in split.donate)

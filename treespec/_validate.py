@@ -9,8 +9,6 @@ turns a failure into an `Issue` (where, expected, got, hint).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +16,7 @@ import jax
 import numpy as np
 from beartype.door import is_bearable
 
+from ._dims import Binding, Bindings, blame, bound_dims
 from ._errors import Issue, ValidationError, argument_of, describe_value, location
 from ._flags import Flags
 from ._hints import _is_jaxtyping_array
@@ -29,7 +28,6 @@ if TYPE_CHECKING:
     from ._routes import CallView
 
 __all__ = [
-    "Bindings",
     "Whole",
     "call_issues",
     "check_call",
@@ -41,47 +39,10 @@ __all__ = [
     "return_pairs",
 ]
 
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-
 #: For a Python scalar annotation on a traced leaf: the dtype kinds it stands for
 #: (the numeric tower: an int is a fine float, a bool a fine int).
 _SCALAR_KINDS = {bool: "b", int: "biu", float: "biuf", complex: "biufc"}
 _PY_KIND = {bool: "b", int: "i", float: "f", complex: "c"}
-
-
-@dataclasses.dataclass
-class Bindings:
-    """Dimension sizes bound so far in one call, and the leaf that bound each."""
-
-    sizes: dict[str, tuple[int, str]] = dataclasses.field(default_factory=dict)
-
-    def record(self, annotation: Any, shape: Sequence[int], path: str) -> None:
-        """Remember the plain named dims of an annotation that just matched."""
-        tokens = str(getattr(annotation, "dim_str", "")).split()
-        variadic = [i for i, t in enumerate(tokens) if t == "..." or t.startswith("*")]
-        if variadic:
-            cut = variadic[0]
-            pairs = list(zip(tokens[:cut], shape))
-            tail = tokens[cut + 1 :]
-            pairs += list(zip(tail, shape[len(shape) - len(tail) :])) if tail else []
-        else:
-            pairs = list(zip(tokens, shape))
-        for token, size in pairs:
-            name = token.lstrip("#")
-            if _NAME.match(name) and not (token.startswith("#") and size == 1):
-                self.sizes.setdefault(name, (int(size), path))
-
-    def explain(self, annotation: Any) -> str:
-        """`b=32 bound by x, n=7 bound by w`: the dims of `annotation` bound so far."""
-        names = [
-            t.lstrip("#*") for t in str(getattr(annotation, "dim_str", "")).split()
-        ]
-        bound = [
-            f"{n}={self.sizes[n][0]} bound by {self.sizes[n][1]}"
-            for n in dict.fromkeys(names)
-            if n in self.sizes
-        ]
-        return ", ".join(bound)
 
 
 @contextlib.contextmanager
@@ -176,24 +137,86 @@ def _leaf_ok(
 
 
 def check_leaves(
-    pairs: Sequence[tuple[LeafInfo, Kind, Any]], bindings: Bindings | None = None
+    pairs: Sequence[Pair],
+    bindings: Bindings | None = None,
+    checked: Sequence[Pair] = (),
 ) -> list[Issue]:
-    """Check each (leaf info, resolved kind, value); all problems, in order."""
+    """Check each (leaf info, resolved kind, value); all problems, in order.
+
+    `checked` are the leaves checked before these, with the same `bindings`
+    (the arguments, when `pairs` is the return value): when leaves disagree
+    on a dimension, they are never the ones blamed (see `_dims.py`).
+    """
     bindings = bindings if bindings is not None else Bindings()
-    issues = []
-    for info, kind, value in pairs:
+    issues: dict[int, Issue] = {}
+    failed: list[int] = []
+    for i, (info, kind, value) in enumerate(pairs):
         ok, expected = _leaf_ok(info.node, kind, value, info.path, bindings)
         if ok:
             continue
-        issues.append(
-            Issue(
-                location(info.argument, info.path),
-                expected,
-                describe_value(value),
-                _numpy_scalar_fix(info.node, kind, value),
-            )
+        if _dims_of(info, kind, value) is not None:
+            failed.append(i)
+        issues[i] = Issue(
+            location(info.argument, info.path),
+            expected,
+            describe_value(value),
+            _numpy_scalar_fix(info.node, kind, value),
         )
-    return issues
+    if failed:  # the first binder may be the odd one out
+        _reblame(pairs, checked, failed, issues)
+    return [issues[i] for i in sorted(issues)]
+
+
+def _dims_of(info: LeafInfo, kind: Kind, value: Any) -> Any:
+    """`(hint, shape)` of a traced leaf checked by a jaxtyping annotation, or None."""
+    node = info.node
+    if (
+        kind is Kind.STATIC
+        or not isinstance(node, LeafNode)
+        or not _is_jaxtyping_array(node.annotation)
+        or _jaxtyping_disabled()
+    ):
+        return None
+    if not hasattr(value, "shape"):
+        value = np.asarray(value)
+    return _for_value(node.annotation, value), value
+
+
+def _reblame(
+    pairs: Sequence[Pair],
+    checked: Sequence[Pair],
+    failed: Sequence[int],
+    issues: dict[int, Issue],
+) -> None:
+    """Blame the leaves that disagree with the others on a dimension, not
+    those that met a binding made first (see `_dims.py`): rewrites `issues`."""
+    import jaxtyping
+
+    bound: list[Binding] = []
+    alone: set[int] = set()
+    for index, (info, kind, value) in enumerate([*checked, *pairs]):
+        found = _dims_of(info, kind, value)
+        if found is None:
+            continue
+        hint, array = found
+        with jaxtyping.jaxtyped("context"):  # a memo of its own: alone
+            if not isinstance(array, hint):
+                continue
+        alone.add(index - len(checked))
+        dims = bound_dims(hint, array.shape)
+        bound.append(Binding(info.path, dims, fixed=index < len(checked)))
+    blamed, involved = blame(bound)
+    for i, (info, _, value) in enumerate(pairs):
+        why = blamed.get(info.path)
+        if why is not None:
+            issues[i] = Issue(
+                location(info.argument, info.path),
+                f"{info.node.text} with {why.expected}",
+                describe_value(value),
+                why.groups,
+            )
+        elif i in failed and i in alone and info.path in involved:
+            del issues[i]  # it agrees with the size the others settle on
 
 
 def _numpy_scalar_fix(node: Node, kind: Kind, value: Any) -> str:
@@ -230,7 +253,7 @@ def check_call(arguments: Sequence[Pair], returned: Sequence[Pair] = ()) -> list
     with jaxtyping_context():
         issues = check_leaves(arguments, bindings)
         if returned:
-            issues = check_leaves(returned, bindings)
+            issues = check_leaves(returned, bindings, arguments)
     return issues
 
 
@@ -294,7 +317,7 @@ def call_issues(
 def _every_issue(
     spec: Spec, issues: list[Issue], every: Sequence[Pair], *, check: bool = True
 ) -> list[Issue]:
-    from ._diagnose import static_issue, traced_issue
+    from ._diagnose import deleted_issue, static_issue, traced_issue
 
     # What JAX would refuse first: those issues say why, with a fix, and
     # replace the type check's at the same leaf.
@@ -305,7 +328,7 @@ def _every_issue(
         elif not is_array_like(value):
             issue = traced_issue(info.argument, info.path, value, info.source)
         else:
-            issue = None
+            issue = deleted_issue(info, kind, value, spec.name)
         if issue is not None:
             refused.setdefault(issue.loc, issue)
     if check:

@@ -1175,13 +1175,19 @@ def _check_options(
                 )
                 continue
             node = builder.node(by_name[str(key)])
+            if names.index(str(key)) == signature.star:
+                node = _star_node(node, child)
             _check_entry(ctx, child, node, f"static_flags[{key!r}]")
         return
     if entry.kind == "sequence":
         n = len(entry.items)
-        if n < len(positional) or (n > len(positional) and not signature.has_star):
+        star = signature.star
+        if star is not None and n > len(positional) + 1:
+            _fail_star_entries(ctx, entry, signature)
+            return
+        if n < len(positional) or (n > len(positional) and star is None):
             # The runtime's rule (`normalize_flags`): one entry per positional
-            # parameter (a method's `self` included), more only for `*args`.
+            # parameter (a method's `self` included), and one for `*args`.
             missing = ", ".join(name for name, _ in positional[n:])
             ctx.api.fail(
                 f"static_flags has {n} entries but the function takes "
@@ -1203,9 +1209,39 @@ def _check_options(
             at: Node | None = None
             if index < len(positional):
                 at = builder.node(positional[index][1])
+            elif star is not None:
+                at = _star_node(builder.node(types[star]), child)
             _check_entry(ctx, child, at, f"static_flags[{index}]")
         return
     _check_entry(ctx, entry, None, "static_flags")
+
+
+def _star_node(item: Node, entry: _Entry) -> Node:
+    """What the entry of `*args` covers: each extra argument (of the element
+    type mypy gives) alike, or, for a list entry, one by one."""
+    if entry.kind == "sequence":
+        return SequenceNode(container="builtins.tuple", rest=item, text="tuple")
+    return item
+
+
+def _fail_star_entries(ctx: FunctionContext, entry: _Entry, signature: _Params) -> None:
+    """A list with an entry per extra argument: the runtime refuses it and
+    shows the nested spelling (`normalize_flags`), and so does this."""
+    star = signature.star
+    assert star is not None
+    name = signature.label(star)
+    listed = ", ".join(
+        [*(signature.label(i) for i in signature.positional), f"*{name}"]
+    )
+    ctx.api.fail(
+        f"static_flags has {len(entry.items)} entries but the function takes "
+        f"{listed}: a list gives one entry per parameter, and the entry of "
+        f"*{name} covers every extra argument; to flag the extra arguments one "
+        f"by one, nest them in the entry of *{name} (a list), or give "
+        f"static_flags={{{name!r}: [...]}}",
+        entry.expr,
+        code=BAD_FLAGS,
+    )
 
 
 class _Params:
@@ -1225,7 +1261,8 @@ class _Params:
         self.positional = [
             i for i, kind in enumerate(fun.arg_kinds) if kind in (ARG_POS, ARG_OPT)
         ]
-        self.has_star = ARG_STAR in fun.arg_kinds
+        #: The index of `*args`, if the function has it.
+        self.star = fun.arg_kinds.index(ARG_STAR) if ARG_STAR in fun.arg_kinds else None
 
     def label(self, i: int) -> str:
         """How parameter `i` is named in a message."""
@@ -1253,6 +1290,8 @@ def _check_policy(
         if isinstance(key, int):
             if key < len(positional):
                 flagged.add(positional[key])
+            elif signature.star is not None:
+                flagged.add(signature.star)
         elif str(key) in names:
             flagged.add(names.index(str(key)))
         elif None in names:
