@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from typing import NamedTuple
 import equinox as eqx
 import jax
 import numpy as np
+from flax import nnx, struct
 from flax.core import FrozenDict
 
 import treespec
@@ -122,6 +124,17 @@ class Pair:
     @classmethod
     def tree_unflatten(cls, aux: str, children: tuple[jax.Array]) -> Pair:
         return cls(children[0], aux)
+
+
+class NnxNet(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs) -> None:
+        self.lin = nnx.Linear(2, 2, rngs=rngs)
+        self.depth = 2
+
+
+@struct.dataclass
+class FlaxStruct:
+    w: jax.Array
 """
 
 #: (annotation, a value of it written as Python, refused by the runtime).
@@ -189,6 +202,9 @@ CASES: list[tuple[str, str, bool]] = [
         "eqx.nn.Linear(2, 2, key=jax.random.PRNGKey(0))",
         False,
     ),
+    ("Dynamic[NnxNet]", "NnxNet(nnx.Rngs(0))", False),
+    ("Donate[nnx.Linear]", "nnx.Linear(2, 2, rngs=nnx.Rngs(0))", False),
+    ("Dynamic[FlaxStruct]", "FlaxStruct(jax.numpy.ones(2))", False),
 ]
 
 #: Cases where the plugin does not yet say what the runtime says (none now; a
@@ -463,3 +479,248 @@ def test_the_option_cases_compile_to_the_lines_read() -> None:
     source = _flag_source().splitlines()
     for i in range(len(FLAG_CASES)):
         assert source[_flag_line_of(i) - 1].startswith(f"def make_{i}() -> object:")
+
+
+# -- markers on the fields of the pytree classes users meet -----------------------
+
+#: (a class definition, a value of it, refused by the runtime): for each pytree
+#: base class, a field held static with a marker that agrees, and one with a
+#: marker that cannot be honoured. The runtime refuses when a function taking
+#: the class is decorated or first called; the plugin on the class's lines.
+FIELD_CASES: list[tuple[str, str, bool]] = [
+    (
+        """class EqxAgrees(eqx.Module):
+    w: jax.Array
+    act: Static[str] = eqx.field(static=True)""",
+        "EqxAgrees(jax.numpy.ones(2), 'relu')",
+        False,
+    ),
+    (
+        """class EqxTraced(eqx.Module):
+    w: jax.Array
+    scale: Dynamic[float] = eqx.field(static=True)""",
+        "EqxTraced(jax.numpy.ones(2), 0.5)",
+        True,
+    ),
+    (
+        """class NodeAgrees(struct.PyTreeNode):
+    w: jax.Array
+    name: Static[str] = struct.field(pytree_node=False)""",
+        "NodeAgrees(jax.numpy.ones(2), 'a')",
+        False,
+    ),
+    (
+        """class NodeDonated(struct.PyTreeNode):
+    w: jax.Array
+    scale: Donate[float] = struct.field(pytree_node=False)""",
+        "NodeDonated(jax.numpy.ones(2), 0.5)",
+        True,
+    ),
+    (
+        """@struct.dataclass
+class StructAgrees:
+    w: Dynamic[jax.Array]
+    name: Static[str] = struct.field(pytree_node=False)""",
+        "StructAgrees(jax.numpy.ones(2), 'a')",
+        False,
+    ),
+    (
+        """@struct.dataclass
+class StructTraced:
+    w: jax.Array
+    scale: Dynamic[float] = struct.field(pytree_node=False)""",
+        "StructTraced(jax.numpy.ones(2), 0.5)",
+        True,
+    ),
+    (
+        """class NnxAgrees(nnx.Module):
+    w: Dynamic[jax.Array]
+    n: Static[int]
+
+    def __init__(self) -> None:
+        self.w = jax.numpy.ones(2)
+        self.n = 2""",
+        "NnxAgrees()",
+        False,
+    ),
+    (
+        """class NnxTraced(nnx.Module):
+    scale: Dynamic[float]
+
+    def __init__(self, scale: float) -> None:
+        self.lin = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+        self.scale = scale""",
+        "NnxTraced(0.5)",
+        True,
+    ),
+    (
+        """class NnxData(nnx.Module):
+    scale: Dynamic[float]
+
+    def __init__(self, scale: float) -> None:
+        self.scale = nnx.data(scale)""",
+        "NnxData(0.5)",
+        False,
+    ),
+    (
+        """class PytreeAgrees(nnx.Pytree):
+    w: Dynamic[jax.Array]
+
+    def __init__(self) -> None:
+        self.w = jax.numpy.ones(2)""",
+        "PytreeAgrees()",
+        False,
+    ),
+    (
+        """class PytreeHeld(nnx.Pytree):
+    n: Donate[int] = nnx.static()
+
+    def __init__(self) -> None:
+        self.n = 2""",
+        "PytreeHeld()",
+        True,
+    ),
+    (
+        """@treespec.dataclass
+class MadeAgrees:
+    w: jax.Array
+    label: Static[str]""",
+        "MadeAgrees(jax.numpy.ones(2), 'a')",
+        False,
+    ),
+    (
+        """@treespec.dataclass
+class MadeInner:
+    w: jax.Array
+    sizes: Static[tuple[Dynamic[float], ...]]""",
+        "MadeInner(jax.numpy.ones(2), (1.0,))",
+        True,
+    ),
+    (
+        """@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class JaxAgrees:
+    w: jax.Array
+    op: Static[str] = jax.tree.static(default='add')""",
+        "JaxAgrees(jax.numpy.ones(2))",
+        False,
+    ),
+    (
+        """@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class JaxTraced:
+    w: jax.Array
+    scale: Dynamic[float] = jax.tree.static(default=1.0)""",
+        "JaxTraced(jax.numpy.ones(2))",
+        True,
+    ),
+    (
+        """@functools.partial(
+    jax.tree_util.register_dataclass, data_fields=['w'], meta_fields=['scale']
+)
+@dataclasses.dataclass(frozen=True)
+class MetaTraced:
+    w: jax.Array
+    scale: Dynamic[float]""",
+        "MetaTraced(jax.numpy.ones(2), 0.5)",
+        True,
+    ),
+    (
+        """@jax.tree_util.register_pytree_node_class
+class FlattensAgrees:
+    def __init__(self, a: jax.Array) -> None:
+        self.a = a
+
+    def tree_flatten(self) -> tuple[tuple[jax.Array], None]:
+        return (self.a,), None
+
+    @classmethod
+    def tree_unflatten(cls, aux: None, c: tuple[jax.Array]) -> FlattensAgrees:
+        return cls(c[0])""",
+        "FlattensAgrees(jax.numpy.ones(2))",
+        False,
+    ),
+    (
+        """@jax.tree_util.register_pytree_node_class
+class FlattensMarked:
+    a: Dynamic[jax.Array]
+    name: Dynamic[str]
+
+    def __init__(self, a: jax.Array, name: str) -> None:
+        self.a, self.name = a, name
+
+    def tree_flatten(self) -> tuple[tuple[jax.Array], str]:
+        return (self.a,), self.name
+
+    @classmethod
+    def tree_unflatten(cls, aux: str, c: tuple[jax.Array]) -> FlattensMarked:
+        return cls(c[0], aux)""",
+        "FlattensMarked(jax.numpy.ones(2), 'a')",
+        True,
+    ),
+]
+
+
+def _class_name(definition: str) -> str:
+    return definition.split("class ", 1)[1].split("(", 1)[0].split(":", 1)[0]
+
+
+def _field_source() -> tuple[str, list[range]]:
+    """The cases module, and the lines of each case (its class and function)."""
+    lines = [HEADER, "import functools", ""]
+    spans = []
+    for i, (definition, value, _) in enumerate(FIELD_CASES):
+        lines.append("")
+        start = sum(part.count("\n") + 1 for part in lines) + 1
+        lines.append(definition)
+        lines.append(f"def field_fun_{i}(x: {_class_name(definition)}) -> None: ...")
+        lines.append(f"def field_value_{i}() -> object: return {value}")
+        end = sum(part.count("\n") + 1 for part in lines)
+        spans.append(range(start, end + 1))
+    return "\n".join(lines) + "\n", spans
+
+
+@pytest.fixture(scope="module")
+def field_module(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Any, dict[int, list[str]]]:
+    folder = tmp_path_factory.mktemp("field_agreement")
+    (folder / "field_cases.py").write_text(_field_source()[0])
+    found = _error_codes(folder, "field_cases")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return _load(folder, "field_cases"), found
+
+
+@pytest.mark.parametrize(
+    ("i", "refused"),
+    [
+        pytest.param(i, refused, id=_class_name(definition))
+        for i, (definition, _, refused) in enumerate(FIELD_CASES)
+    ],
+)
+def test_runtime_and_plugin_agree_on_markers_on_fields(
+    i: int, refused: bool, field_module: tuple[Any, dict[int, list[str]]]
+) -> None:
+    module, lines = field_module
+    try:
+        jitted = treespec.jit(getattr(module, f"field_fun_{i}"))
+        jitted(getattr(module, f"field_value_{i}")())
+        runtime_refuses = False
+    except (treespec.SpecError, treespec.ValidationError):
+        runtime_refuses = True
+    assert runtime_refuses is refused
+    span = _field_source()[1][i]
+    codes = [
+        c for line in span for c in lines.get(line, []) if c.startswith("treespec-")
+    ]
+    assert bool(codes) is refused, (_class_name(FIELD_CASES[i][0]), codes)
+
+
+def test_the_field_cases_compile_to_the_lines_read() -> None:
+    source, spans = _field_source()
+    lines = source.splitlines()
+    for i, (definition, _, _) in enumerate(FIELD_CASES):
+        block = "\n".join(lines[spans[i].start - 1 : spans[i].stop - 1])
+        assert block.startswith(definition), (i, block)
+        assert lines[spans[i].stop - 3].startswith(f"def field_fun_{i}(")

@@ -310,3 +310,42 @@ def test_nnx_annotations_that_disagree_with_a_marker_are_spec_errors() -> None:
         _decorate(HeldButTraced)
     with pytest.raises(SpecError, match=r"DataButStatic\.n.*nnx\.Data"):
         _decorate(DataButStatic)
+
+
+@jax.tree_util.register_pytree_node_class
+class SelfFlattening:
+    a: Dynamic[jax.Array]
+    name: Static[str]
+
+    def __init__(self, a: jax.Array, name: str) -> None:
+        self.a, self.name = a, name
+
+    def tree_flatten(self) -> tuple[tuple[jax.Array], str]:
+        return (self.a,), self.name
+
+    @classmethod
+    def tree_unflatten(cls, name: str, children: tuple[jax.Array]) -> SelfFlattening:
+        return cls(children[0], name)
+
+
+def test_markers_in_a_class_that_flattens_itself_are_refused() -> None:
+    # Its children have no field names: the markers could not be followed.
+    with pytest.raises(SpecError) as caught:
+        _decorate(SelfFlattening)
+    text = str(caught.value)
+    assert "SelfFlattening" in text and "a: Dynamic[jax.Array]" in text, text
+    assert "register_dataclass" in text, text
+
+    @treespec.jit
+    def unannotated(p):  # type: ignore[no-untyped-def]
+        return p.a
+
+    with pytest.raises(SpecError, match="SelfFlattening has markers on its fields"):
+        unannotated(SelfFlattening(jnp.ones(2), "x"))
+
+    # A marker where it is used does not make the class's own markers count.
+    with pytest.raises(SpecError, match="SelfFlattening has markers on its fields"):
+
+        @treespec.jit
+        def marked_where_used(p: Dynamic[SelfFlattening]) -> jax.Array:
+            return p.a

@@ -34,6 +34,7 @@ from ._held import (
     TREESPEC_STATIC,
     Switch,
 )
+from ._markers import mentions_marker
 
 __all__ = [
     "class_data",
@@ -45,6 +46,7 @@ __all__ = [
     "is_namedtuple",
     "is_nnx",
     "note_treespec_dataclass",
+    "unfollowed_markers",
 ]
 
 #: NNX's own bookkeeping attributes, never fields.
@@ -224,3 +226,12 @@ def held_in(value: Any, children: Sequence[str]) -> dict[str, tuple[Switch, bool
         ]
     fallback = NNX_PLAIN if is_nnx(cls) else JAX_META_FIELD
     return {n: (by_class.get(n, fallback), n in annotated) for n in names}
+
+
+def unfollowed_markers(cls: Any) -> list[tuple[str, Any]]:
+    """The marked field annotations (`(name, annotation)`) of a registered
+    pytree class whose fields treespec does not follow, or []."""
+    if not isinstance(cls, type) or is_class_backed(cls) or not _registered(cls):
+        return []
+    hints = class_hints(cls).items()
+    return [(name, ann) for name, (ann, _) in hints if mentions_marker(ann)]

@@ -38,6 +38,7 @@ __all__ = [
     "data_conflict",
     "held_conflict",
     "traced_marker",
+    "unfollowed_problem",
 ]
 
 #: The base classes of Equinox modules, flax.struct nodes and NNX pytrees, by
@@ -129,4 +130,18 @@ def data_conflict(owner: str, field: str, node: Node, switch: str) -> str | None
     return (
         f"{owner}.{field} is annotated {node.text}, but {switch} makes it NNX "
         "data (a leaf nnx.jit traces): the two disagree. Drop one of them."
+    )
+
+
+def unfollowed_problem(owner: str, fields: list[str]) -> str:
+    """Why markers in the field annotations of a pytree class whose fields
+    treespec does not follow (it flattens itself) cannot be honoured."""
+    return (
+        f"{owner} has markers on its fields ({', '.join(fields)}), but it is a "
+        "pytree that flattens itself (register_pytree_node_class and the like): "
+        "its children carry no field names, so treespec cannot tell which "
+        "field a leaf comes from, and the markers would be ignored. Register "
+        "it as a dataclass (jax.tree_util.register_dataclass, treespec.dataclass, "
+        f"flax.struct) or make it an equinox.Module, or mark {owner} where it "
+        f"is used (Dynamic[{owner}], a static_flags entry)."
     )

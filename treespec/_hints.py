@@ -21,9 +21,10 @@ from ._classes import (
     class_hints,
     field_names,
     is_class_backed,
+    unfollowed_markers,
 )
 from ._errors import SpecError
-from ._held import data_conflict, held_conflict
+from ._held import data_conflict, held_conflict, unfollowed_problem
 from ._markers import marker_of
 from ._rules import (
     MAPPING_TYPES,
@@ -48,7 +49,7 @@ from ._spec import (
 )
 from ._wrappers import report_hidden_markers
 
-__all__ = ["derive_spec", "parse_annotation", "type_text"]
+__all__ = ["check_unfollowed", "derive_spec", "parse_annotation", "type_text"]
 
 _NOT_REQUIRED = {typing_extensions.NotRequired}
 _NOT_REQUIRED |= {typing.NotRequired} if hasattr(typing, "NotRequired") else set()
@@ -387,6 +388,7 @@ def _plain(annotation: Any, at: _At) -> Node:
         return at.leaf(annotation)
     if is_class_backed(annotation):
         return _class_node(annotation, (), {}, at.ctx, at.text, at.where)
+    check_unfollowed(annotation)
     return at.leaf(
         annotation,
         type_names=tuple(
@@ -395,6 +397,15 @@ def _plain(annotation: Any, at: _At) -> Node:
         category="callable" if annotation is Callable else "",
         hashable=annotation.__hash__ is not None,
     )
+
+
+def check_unfollowed(cls: Any) -> None:
+    """A `SpecError` when `cls` is a pytree whose fields treespec cannot
+    follow and its field annotations carry markers (see `_held.py`)."""
+    marked = unfollowed_markers(cls)
+    if marked:
+        fields = [f"{name}: {type_text(ann)}" for name, ann in marked]
+        raise SpecError(unfollowed_problem(cls.__qualname__, fields))
 
 
 def _container_kind(tp: Any) -> type[Node] | None:

@@ -7,9 +7,10 @@ treespec finds the marker object in `__metadata__` at runtime.
 from __future__ import annotations
 
 import enum
+import re
 from typing import Annotated, Any, TypeVar, get_args, get_origin
 
-__all__ = ["Donate", "Dynamic", "Marker", "Static", "marker_of"]
+__all__ = ["Donate", "Dynamic", "Marker", "Static", "marker_of", "mentions_marker"]
 
 
 class Marker(enum.Enum):
@@ -85,3 +86,19 @@ def marker_of(annotation: Any) -> tuple[Any, tuple[Marker, ...], tuple[Any, ...]
         foreign = tuple(m for m in metadata if not isinstance(m, Marker))
         return base, markers, foreign
     return annotation, (), ()
+
+
+#: A marker written in a string annotation (`from __future__ import annotations`).
+_MARKER_TEXT = re.compile(r"\b(?:Static|Dynamic|Donate)\[")
+
+
+def mentions_marker(annotation: Any, depth: int = 0) -> bool:
+    """Whether a marker is written anywhere in an annotation (in a string one,
+    by its text), without evaluating it."""
+    if isinstance(annotation, str):
+        return bool(_MARKER_TEXT.search(annotation))
+    if depth > 20:
+        return False
+    if any(isinstance(m, Marker) for m in getattr(annotation, "__metadata__", ())):
+        return True
+    return any(mentions_marker(a, depth + 1) for a in get_args(annotation))

@@ -21,7 +21,7 @@ from ._classes import held_in, is_class_backed, is_nnx
 from ._errors import Issue, SpecError, a_type, describe_value, location, plural
 from ._flags import FlagEntry, Flags, flag_child, flag_kind, key_name
 from ._held import held_conflict
-from ._hints import _Context, parse_annotation
+from ._hints import _Context, check_unfollowed, parse_annotation
 from ._markers import Marker
 from ._plan import Held, Kind, LeafInfo, Plan, _not_array, _static_in_grad
 from ._rules import DEFAULT_POLICIES, is_array_annotation, uncovered_fix
@@ -176,9 +176,11 @@ def _walk(
         isinstance(node, AnyNode)
         and flag_kind(flag) != "bool"  # a bool flag decides: class markers can't
         and not isinstance(value, dict)
-        and is_class_backed(type(value))
     ):
-        node = _node_for_class(type(value))
+        if is_class_backed(type(value)):
+            node = _node_for_class(type(value))
+        elif children is not None:
+            check_unfollowed(type(value))
     if node.marker is not None:
         marker = (node.marker, f"{node.marker.title} on {node.origin}")
 

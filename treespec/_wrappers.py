@@ -15,21 +15,17 @@ from __future__ import annotations
 
 import inspect
 import logging
-import re
 import threading
-import typing
 import weakref
 from typing import Any
 
-from ._markers import Marker
+from ._markers import mentions_marker
 
 __all__ = ["report_hidden_markers"]
 
 logger = logging.getLogger("treespec")
 
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-#: A marker written in a string annotation (`from __future__ import annotations`).
-_MARKER_TEXT = re.compile(r"\b(?:Static|Dynamic|Donate)\[")
 
 _reported: weakref.WeakSet[Any] = weakref.WeakSet()
 _lock = threading.Lock()
@@ -47,24 +43,13 @@ def _says(annotation: Any) -> bool:
     )
 
 
-def _carries_marker(annotation: Any, depth: int = 0) -> bool:
-    if isinstance(annotation, str):
-        return bool(_MARKER_TEXT.search(annotation))
-    if depth > 20:
-        return False
-    metadata = getattr(annotation, "__metadata__", ())
-    if any(isinstance(m, Marker) for m in metadata):
-        return True
-    return any(_carries_marker(a, depth + 1) for a in typing.get_args(annotation))
-
-
 def _marked(fun: Any) -> list[str]:
     """The parameters (and `return`) of `fun` whose annotations carry markers."""
     try:
         annotations = inspect.get_annotations(fun)
     except Exception:  # not a function, or annotations that cannot be read
         return []
-    return [name for name, ann in annotations.items() if _carries_marker(ann)]
+    return [name for name, ann in annotations.items() if mentions_marker(ann)]
 
 
 def report_hidden_markers(fun: Any, signature: inspect.Signature) -> None:

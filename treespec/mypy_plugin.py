@@ -20,6 +20,13 @@ or ``disable_error_code = treespec-unhashable-static``):
   the function cannot take (unknown parameter, too many entries, an entry that
   is not a flag, ``True`` at an array-annotated parameter).
 - ``treespec-bad-default``: a literal ``default=`` that is not a policy.
+- ``treespec-held-field``: a ``Dynamic``/``Donate`` marker on a field the class
+  holds in its tree structure (``eqx.field(static=True)``, ``pytree_node=False``,
+  ``jax.tree.static()``, ``meta_fields``, an NNX attribute that is not data,
+  ``Static`` around a ``treespec.dataclass`` field), or ``Static`` on a field
+  NNX is told is data.
+- ``treespec-unfollowed-class``: a marker on a field of a pytree class that
+  flattens itself (``register_pytree_node_class``): nothing can follow it.
 
 How it works, in three parts that keep to what mypy keeps (so a clean run, a
 warm-cache run and ``dmypy`` see the same):
@@ -87,6 +94,23 @@ from mypy.types import (
     get_proper_type,
 )
 
+from treespec._held import (
+    EQX_MODULES,
+    EQX_STATIC,
+    FLAX_STATIC,
+    FLAX_STRUCT_BASES,
+    JAX_META_FIELD,
+    JAX_STATIC,
+    NNX_ANNOTATION,
+    NNX_PLAIN,
+    NNX_PYTREES,
+    NNX_STATIC,
+    TREESPEC_STATIC,
+    Switch,
+    data_conflict,
+    held_conflict,
+    unfollowed_problem,
+)
 from treespec._markers import Marker
 from treespec._rules import (
     ARRAY_TYPES,
@@ -133,6 +157,16 @@ BAD_FLAGS: Final = ErrorCode(
 )
 BAD_DEFAULT: Final = ErrorCode(
     "treespec-bad-default", "An unknown default= policy", "treespec"
+)
+HELD_FIELD: Final = ErrorCode(
+    "treespec-held-field",
+    "A marker on a field the class holds static (or tells NNX is data)",
+    "treespec",
+)
+UNFOLLOWED_CLASS: Final = ErrorCode(
+    "treespec-unfollowed-class",
+    "A marker on a field of a class that flattens itself",
+    "treespec",
 )
 
 _MARKERS_MODULE: Final = "treespec._markers"
@@ -185,14 +219,11 @@ _OPAQUE_PYTREES: Final = frozenset(
         "jax._src.tree_util.register_static",
     }
 )
-#: Bases whose subclasses are registered pytrees of their dataclass fields.
-_PYTREE_BASES: Final = frozenset(
-    {
-        "equinox._module._module.Module",
-        "equinox._module.Module",
-        "equinox.Module",
-        "flax.struct.PyTreeNode",
-    }
+#: Bases whose subclasses are registered pytrees of their fields.
+_PYTREE_BASES: Final = EQX_MODULES | FLAX_STRUCT_BASES | NNX_PYTREES
+#: Bases whose subclasses are pytrees of children the type does not show.
+_OPAQUE_BASES: Final = frozenset(
+    {"flax.nnx.variablelib.Variable", "flax.nnx.variables.Variable"}
 )
 _FROZEN_DECORATORS: Final = frozenset(
     {
@@ -256,6 +287,136 @@ def _says_static(name: str | None, arg: object) -> bool:
     return False
 
 
+#: Calls whose result, assigned to a field, says what the field is: the kind
+#: of switch ("jax-static", ...), or NNX data.
+_FIELD_CALLS: Final = {
+    "jax._src.tree.static": "jax-static",
+    "jax.tree.static": "jax-static",
+    "flax.nnx.pytreelib.static": "nnx-static",
+    "flax.nnx.static": "nnx-static",
+    "flax.nnx.pytreelib.data": "nnx-data",
+    "flax.nnx.data": "nnx-data",
+}
+#: NNX's deprecated annotations, by the full name of their alias.
+_NNX_ANNOTATIONS: Final = {
+    "flax.nnx.pytreelib.Static": "nnx-annotation",
+    "flax.nnx.Static": "nnx-annotation",
+    "flax.nnx.pytreelib.Data": "nnx-data-annotation",
+    "flax.nnx.Data": "nnx-data-annotation",
+}
+
+
+def _specifier(api: Any, call: CallExpr) -> str:
+    """What a field specifier call says of its field ("" for nothing)."""
+    kind = _FIELD_CALLS.get(_resolve(api, call.callee), "")
+    if kind:
+        return kind
+    for name, arg in zip(call.arg_names, call.args):
+        if _says_static(name, arg):
+            return "pytree_node" if name == "pytree_node" else "static"
+    return ""
+
+
+def _annotation_says(api: Any, t: Type | None) -> str:
+    """`nnx.Static[...]`/`nnx.Data[...]` at the top of a raw annotation."""
+    if isinstance(t, UnboundType):
+        fullname = getattr(_lookup(api, t.name, t), "fullname", "")
+        return _NNX_ANNOTATIONS.get(str(fullname or ""), "")
+    return ""
+
+
+def _field_facts(api: Any, defn: ClassDef) -> tuple[dict[str, str], dict[str, str]]:
+    """What the class body says of each field: the fields a specifier holds
+    static (name -> the kind of switch), and those NNX is told are data (name
+    -> how it is told). Methods count for NNX (`self.x = nnx.data(...)`)."""
+    held: dict[str, str] = {}
+    data: dict[str, str] = {}
+
+    def note(name: str, kind: str) -> None:
+        if kind == "nnx-data":
+            data[name] = "nnx.data()"
+        elif kind == "nnx-data-annotation":
+            data[name] = "nnx.Data[...]"
+        elif kind:
+            held[name] = kind
+
+    for stmt in defn.defs.body:
+        if not isinstance(stmt, AssignmentStmt):
+            continue
+        names = [lv.name for lv in stmt.lvalues if isinstance(lv, NameExpr)]
+        kinds = [_annotation_says(api, stmt.unanalyzed_type)]
+        if isinstance(stmt.rvalue, CallExpr):
+            kinds.append(_specifier(api, stmt.rvalue))
+        for name in names:
+            for kind in kinds:
+                note(name, kind)
+    for method in defn.defs.body:
+        func = method.func if isinstance(method, Decorator) else method
+        if not isinstance(func, FuncDef):
+            continue
+        for stmt in _statements(func.body.body):
+            lvalue = stmt.lvalues[0] if len(stmt.lvalues) == 1 else None
+            if (
+                isinstance(lvalue, MemberExpr)
+                and isinstance(lvalue.expr, NameExpr)
+                and lvalue.expr.name == "self"
+                and isinstance(stmt.rvalue, CallExpr)
+            ):
+                kind = _FIELD_CALLS.get(_resolve(api, stmt.rvalue.callee), "")
+                if kind.startswith("nnx"):
+                    note(lvalue.name, kind)
+    return held, data
+
+
+def _statements(body: list[Any]) -> Iterator[AssignmentStmt]:
+    """The assignments of a function body, in its blocks too (not nested
+    functions)."""
+    from mypy.nodes import Block
+
+    stack = list(body)
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, AssignmentStmt):
+            yield stmt
+        elif not isinstance(stmt, (FuncDef, Decorator, ClassDef)):
+            for attr in ("body", "else_body", "finally_body", "handlers"):
+                part = getattr(stmt, attr, None)
+                for block in part if isinstance(part, list) else [part]:
+                    if isinstance(block, Block):
+                        stack.extend(block.body)
+
+
+def _raw_marked(api: Any, t: Type | None) -> bool:
+    """Whether a marker is written anywhere in a raw annotation."""
+    stack = [t] if t is not None else []
+    while stack:
+        current = stack.pop()
+        if _raw_marker(api, current) is not None:
+            return True
+        stack.extend(_raw_children(current))
+    return False
+
+
+def _check_unfollowed(api: Any, defn: ClassDef) -> None:
+    """Markers on the fields of a class that flattens itself: the runtime
+    cannot follow them (`_held.unfollowed_problem`), so they are reported."""
+    marked = [
+        stmt
+        for stmt in defn.defs.body
+        if isinstance(stmt, AssignmentStmt) and _raw_marked(api, stmt.unanalyzed_type)
+    ]
+    if not marked:
+        return
+    fields = [
+        f"{stmt.lvalues[0].name}: {stmt.unanalyzed_type}"
+        for stmt in marked
+        if isinstance(stmt.lvalues[0], NameExpr)
+    ]
+    message = unfollowed_problem(defn.name, fields).replace("?", "")
+    for stmt in marked:
+        api.fail(message, stmt, code=UNFOLLOWED_CLASS)
+
+
 #: Registration functions, called on the class at the top of its module.
 _REGISTER_CALLS: Final = {
     **{
@@ -275,7 +436,7 @@ def _registered_by_call(api: Any, defn: ClassDef) -> tuple[set[str], list[str]]:
     """`jax.tree_util.register_pytree_node(Cls, ...)` (and its kin) at the top of
     the class's module: as if the class were decorated; `meta_fields=` of
     `register_dataclass` are static fields."""
-    from mypy.nodes import ExpressionStmt, ListExpr, TupleExpr
+    from mypy.nodes import ExpressionStmt
 
     module = getattr(api, "cur_mod_node", None)
     if module is None or getattr(api, "is_stub_file", True):
@@ -296,10 +457,35 @@ def _registered_by_call(api: Any, defn: ClassDef) -> tuple[set[str], list[str]]:
         if kind is None:
             continue
         found.add(kind)
-        for name, arg in zip(call.arg_names, call.args):
-            if name == "meta_fields" and isinstance(arg, (ListExpr, TupleExpr)):
-                meta.extend(e.value for e in arg.items if isinstance(e, StrExpr))
+        meta.extend(_meta_fields(call))
     return found, meta
+
+
+def _meta_fields(call: CallExpr) -> list[str]:
+    """The literal `meta_fields=` of a `register_dataclass` call."""
+    from mypy.nodes import ListExpr, TupleExpr
+
+    return [
+        e.value
+        for name, arg in zip(call.arg_names, call.args)
+        if name == "meta_fields" and isinstance(arg, (ListExpr, TupleExpr))
+        for e in arg.items
+        if isinstance(e, StrExpr)
+    ]
+
+
+def _decorator(api: Any, expr: Expression) -> tuple[str, list[str]]:
+    """A class decorator's full name, and its `meta_fields=`, looking through
+    `functools.partial(jax.tree_util.register_dataclass, meta_fields=...)`."""
+    name = _resolve(api, expr)
+    if (
+        name == "functools.partial"
+        and isinstance(expr, CallExpr)
+        and expr.args
+        and isinstance(expr.args[0], RefExpr)
+    ):
+        return _resolve(api, expr.args[0]), _meta_fields(expr)
+    return name, []
 
 
 def _hash_verdict(defn: ClassDef, decorators: list[tuple[str, Expression]]) -> str:
@@ -344,26 +530,25 @@ def _record_class(ctx: ClassDefContext) -> None:
             # A stub registers no pytree and has no field specifiers; what it
             # says of __hash__ is in its symbol table.
             return
-        decorators = [(_resolve(api, d), d) for d in defn.decorators]
-        static: list[str] = []
-        for stmt in defn.defs.body:
-            if isinstance(stmt, AssignmentStmt) and isinstance(stmt.rvalue, CallExpr):
-                call = stmt.rvalue
-                if any(_says_static(n, a) for n, a in zip(call.arg_names, call.args)):
-                    static.extend(
-                        lv.name for lv in stmt.lvalues if isinstance(lv, NameExpr)
-                    )
+        named = [(_decorator(api, d), d) for d in defn.decorators]
+        decorators = [(name, d) for (name, _), d in named]
+        held, data = _field_facts(api, defn)
         registered, meta_fields = _registered_by_call(api, defn)
-        static.extend(meta_fields)
+        meta_fields += [f for (_, fields), _ in named for f in fields]
+        held.update(dict.fromkeys(meta_fields, "jax-meta"))
         record: dict[str, Any] = {
             "decorators": sorted({name for name, _ in decorators if name} | registered),
-            "static": static,
+            "static": sorted(held),
+            "held": held,
+            "data": data,
         }
         verdict = _hash_verdict(defn, decorators)
         if verdict:
             record["hash"] = verdict
         defn.info.metadata[_META] = record
         _expose(api, defn, record)
+        if set(record["decorators"]) & _OPAQUE_PYTREES:
+            _check_unfollowed(api, defn)
     except Exception:
         pass
 
@@ -441,6 +626,8 @@ def _is_dataclass(info: TypeInfo) -> bool:
 def _pytree_kind(info: TypeInfo) -> str:
     """Either "fields" (a registered dataclass-like pytree), "opaque" (a registered
     pytree of unknown children), "unknown" (no record) or "" (not a pytree)."""
+    if any(base.fullname in _OPAQUE_BASES for base in info.mro):
+        return "opaque"
     record = _meta(info)
     if record is None:
         return "unknown"
@@ -470,6 +657,7 @@ def _fields(t: Instance) -> dict[str, Type]:
     from mypy.expandtype import expand_type_by_instance
 
     static = _static_fields(t.type)
+    nnx = _is_nnx(t.type)
     out: dict[str, Type] = {}
     for base in reversed(t.type.mro[:-1]):
         attributes = base.metadata.get("dataclass", {}).get("attributes")
@@ -486,11 +674,162 @@ def _fields(t: Instance) -> dict[str, Type]:
                 and not var.is_classvar
                 and not name.startswith("__")
                 and (wanted is None or name in wanted)
+                and not (nnx and name.startswith(_NNX_INTERNAL))
             ):
                 out[name] = expand_type_by_instance(var.type, t)
     for name in static:
         out.pop(name, None)
+    if nnx:  # NNX keeps what is not data static: no leaves there
+        data = _told_data(t.type)
+        for name in [n for n, ft in out.items() if n not in data and not _nnx_data(ft)]:
+            del out[name]
     return out
+
+
+#: NNX's own bookkeeping attributes, never fields.
+_NNX_INTERNAL: Final = ("_pytree__", "_object__")
+
+
+def _is_nnx(info: TypeInfo) -> bool:
+    return any(base.fullname in NNX_PYTREES for base in info.mro)
+
+
+def _told_data(info: TypeInfo) -> dict[str, str]:
+    """The attributes an NNX class (or a base) tells NNX are data."""
+    found: dict[str, str] = {}
+    for base in reversed(info.mro):
+        record = _meta(base)
+        if record is not None:
+            found.update(record.get("data", {}))
+    return found
+
+
+def _nnx_data(t: Type) -> bool:
+    """Whether NNX makes a value of this type data by itself: an array, an
+    nnx.Variable, an NNX pytree; a union if a member surely is one (flax's
+    `Dtype` is `DTypeLike | Any`: static). `Any` alone is unknown: kept."""
+    proper = get_proper_type(t)
+    if isinstance(proper, UnionType):
+        return any(_nnx_instance(get_proper_type(item)) for item in proper.items)
+    return _nnx_instance(proper) or isinstance(proper, AnyType)
+
+
+def _nnx_instance(proper: ProperType) -> bool:
+    if not isinstance(proper, Instance):
+        return False
+    names = {base.fullname for base in proper.type.mro}
+    return bool(names & (ARRAY_TYPES | NNX_PYTREES | _OPAQUE_BASES))
+
+
+# -- markers on fields the class holds static -----------------------------------
+
+
+def _family(info: TypeInfo) -> str:
+    """Which library's rules say what the class holds static: "eqx", "nnx",
+    "flax", "treespec", "jax", or "" (no pytree of fields)."""
+    names = {base.fullname for base in info.mro}
+    record = _meta(info) or {}
+    decorators = set(record.get("decorators", ()))
+    if names & EQX_MODULES:
+        return "eqx"
+    if names & NNX_PYTREES:
+        return "nnx"
+    if names & FLAX_STRUCT_BASES or "flax.struct.dataclass" in decorators:
+        return "flax"
+    if decorators & {"treespec._dataclass.dataclass", "treespec.dataclass"}:
+        return "treespec"
+    if decorators & _DATACLASS_PYTREES:
+        return "jax"
+    return ""
+
+
+#: The switch a field specifier stands for, by kind (`_field_facts`).
+_SWITCHES: Final = {
+    "jax-meta": JAX_META_FIELD,
+    "jax-static": JAX_STATIC,
+    "nnx-static": NNX_STATIC,
+    "nnx-annotation": NNX_ANNOTATION,
+}
+
+
+def _switch(family: str, kind: str, node: Node, t: Type, data: bool) -> Switch | None:
+    """What holds a field static in a class of this family, if anything:
+    `kind` is what its specifier says, `data` whether NNX is told it is data."""
+    if kind in _SWITCHES:
+        return _SWITCHES[kind]
+    if kind == "pytree_node":
+        return FLAX_STATIC if family == "flax" else None
+    if kind == "static":
+        return {"eqx": EQX_STATIC, "jax": JAX_STATIC}.get(family)
+    if family == "treespec" and node.marker is Marker.STATIC:
+        return TREESPEC_STATIC
+    if family == "nnx" and not data and not _nnx_data(t):
+        return NNX_PLAIN
+    return None
+
+
+def _check_fields(ctx: ClassDefContext) -> None:
+    """Markers on the fields a pytree class holds in its tree structure (or
+    tells NNX are data) that the runtime refuses (`_held.py`), reported on the
+    field once the class body is analysed."""
+    try:
+        info = ctx.cls.info
+        family = _family(info)
+        record = _meta(info)
+        if not family or record is None:
+            return
+        kinds = record.get("held", {})
+        data = _told_data(info)
+        for stmt in ctx.cls.defs.body:
+            if (
+                not isinstance(stmt, AssignmentStmt)
+                or stmt.type is None
+                or not isinstance(stmt.lvalues[0], NameExpr)
+            ):
+                continue
+            name = stmt.lvalues[0].name
+            node = _Builder().node(stmt.type)
+            switch = _switch(family, kinds.get(name, ""), node, stmt.type, name in data)
+            problem = held_conflict(info.name, name, node, switch) if switch else None
+            if problem is None and name in data:
+                problem = data_conflict(info.name, name, node, data[name])
+            if problem is not None:
+                ctx.api.fail(problem, stmt, code=HELD_FIELD)
+    except Exception:  # the plugin never breaks mypy
+        pass
+
+
+def _check_decorated(ctx: ClassDefContext, mypys: Any, fullname: str) -> bool:
+    """The class decorator hook: mypy's own first (that of its dataclasses
+    plugin, which this hook stands in front of), then the fields' check once
+    that is done."""
+    hook = mypys.get_class_decorator_hook_2(fullname)
+    if hook is None:
+        from mypy.plugins import dataclasses as mypy_dataclasses
+        from mypy.semanal_shared import find_dataclass_transform_spec
+
+        if find_dataclass_transform_spec(ctx.reason) is not None:
+            # As mypy does for a `dataclass_transform` decorator (semanal_main).
+            hook = mypy_dataclasses.dataclass_class_maker_callback
+    done = bool(hook(ctx)) if hook is not None else True
+    if done:
+        _check_fields(ctx)
+    return done
+
+
+def _mypys_plugin(options: Any) -> Any:
+    """mypy's own plugin (with its dataclasses hooks), or None when it cannot
+    be reached (then no class decorator hook of ours stands in front)."""
+    try:  # mypy's own plugins, whose helpers are not a public API
+        from mypy.plugins import dataclasses as mypy_dataclasses
+        from mypy.plugins.default import DefaultPlugin
+        from mypy.semanal_shared import find_dataclass_transform_spec
+
+        assert callable(find_dataclass_transform_spec)
+        assert callable(mypy_dataclasses.dataclass_class_maker_callback)
+        return DefaultPlugin(options)
+    except Exception:
+        return None
 
 
 # -- spec nodes from mypy's types ---------------------------------------------
@@ -629,6 +968,8 @@ class _Builder:
         kind = _pytree_kind(info)
         if kind == "opaque":
             return AnyNode(text=info.name)
+        if kind == "fields":  # an NNX pytree: its annotated attributes
+            return self._class(t, depth)
         if info.is_protocol:
             return AnyNode(text=info.name)  # abstract: its values may be pytrees
         mapping_base = next((b for b in info.mro if b.fullname in MAPPING_TYPES), None)
@@ -1598,6 +1939,7 @@ class TreespecPlugin(Plugin):
     def __init__(self, options: Any) -> None:
         super().__init__(options)
         self._decorators = _DecoratorIndex()
+        self._mypys = _mypys_plugin(options)
 
     def get_type_analyze_hook(
         self, fullname: str
@@ -1639,6 +1981,21 @@ class TreespecPlugin(Plugin):
     ) -> Callable[[ClassDefContext], None] | None:
         # Called once per class definition, with its body still at hand.
         return _record_class
+
+    def get_base_class_hook(
+        self, fullname: str
+    ) -> Callable[[ClassDefContext], None] | None:
+        # Called once the class body is analysed (its fields' types known).
+        return _check_fields
+
+    def get_class_decorator_hook_2(
+        self, fullname: str
+    ) -> Callable[[ClassDefContext], bool] | None:
+        if fullname not in _DATACLASS_PYTREES and fullname != "dataclasses.dataclass":
+            return None
+        if self._mypys is None:
+            return None
+        return functools.partial(_check_decorated, mypys=self._mypys, fullname=fullname)
 
 
 def plugin(version: str) -> type[Plugin]:
