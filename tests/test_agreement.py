@@ -407,6 +407,13 @@ FLAG_CASES: list[tuple[str, str, str, bool]] = [
         "jax.numpy.ones(2), 3",
         False,
     ),
+    # A None entry covers nothing: the hints decide, and `n` has no marker.
+    (
+        "x: jax.Array, n: int",
+        "static_flags={'x': False, 'n': None}, default='error'",
+        "jax.numpy.ones(2), 3",
+        True,
+    ),
     ("x: Any, n: Static[int]", "default='error'", "(), 3", False),
     ("p: Literal[1, 2]", "default='dynamic'", "1", False),
     # Positional-only parameters, which mypy's callable types keep no name of.

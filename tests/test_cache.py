@@ -154,3 +154,17 @@ def test_a_jit_of_a_transformed_method_of_another_instance_is_not_shared(
     np.testing.assert_allclose(treespec.jit(m1.f)(jnp.ones(2)), 1.0)
     np.testing.assert_allclose(treespec.jit(m2.f)(jnp.ones(2)), 10.0)
     np.testing.assert_allclose(treespec.jit(m1.f)(jnp.ones(2)), 1.0)
+
+
+def test_dict_options_in_another_key_order_share_one_cache(
+    counter: dict[str, int],
+) -> None:
+    def f(k: int, m: int) -> int:
+        counter["n"] += 1
+        return k + m
+
+    assert treespec.jit(f, static_flags={"k": True, "m": True})(1, 2) == 3
+    # The same flags written in another order: the same options, the same trace.
+    assert treespec.jit(f, static_flags={"m": True, "k": True})(1, 2) == 3
+    assert counter["n"] == 1
+    assert treespec.jit(f, static_flags={"m": True, "k": True}).trace_count == 1

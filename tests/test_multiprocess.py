@@ -120,6 +120,27 @@ def test_stable_repr_has_no_addresses_and_no_hash_order() -> None:
     )
 
 
+class _Name(str):
+    pass
+
+
+def test_static_values_of_other_types_with_one_repr_are_told_apart() -> None:
+    # A str subclass prints as the str it holds: only its type, in the key's
+    # description, keeps two processes passing "a" and _Name("a") apart.
+    f = treespec.jit(lambda x, s: x)
+
+    def described(s: Any) -> list[_processes.Leaf]:
+        key, dynamic = f._splitter.split_call((jnp.ones(2), s), {})
+        return _processes.describe_key(f._splitter.view(key, dynamic))
+
+    plain, named = described("a"), described(_Name("a"))
+    assert [leaf.text for leaf in plain] == [leaf.text for leaf in named]
+    assert _processes.digest(plain) != _processes.digest(named)
+    published = {0: _processes._payload(plain), 1: _processes._payload(named)}
+    (issue,) = _processes.differences(published)
+    assert issue.got == "'a' (str) on process 0, 'a' (_Name) on process 1"
+
+
 _DIGEST = """
 import jax.numpy as jnp, treespec
 from treespec import _processes

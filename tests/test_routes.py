@@ -283,6 +283,26 @@ def test_dict_that_cannot_be_probed_turns_probing_off(counter: dict[str, int]) -
     assert route.probing
 
 
+def test_a_dict_subclass_config_never_answers_a_plain_dict(
+    counter: dict[str, int],
+) -> None:
+    import collections
+
+    # Only a plain dict registers a probe: an OrderedDict of the same items is
+    # another tree structure, and each call must receive the container it passed.
+    @partial(treespec.jit, static_flags=[False, True])
+    def f(x: jax.Array, cfg: dict[str, Any]) -> Any:
+        counter["n"] += 1
+        return x * cfg["depth"], type(cfg).__name__
+
+    ordered = collections.OrderedDict(depth=2, name="a")
+    for cfg in (ordered, {"depth": 2, "name": "a"}, ordered, dict(ordered)):
+        out, name = f(jnp.ones(1), cfg)
+        np.testing.assert_allclose(out, 2.0)
+        assert name == type(cfg).__name__
+    assert counter["n"] == 2
+
+
 def test_static_keys_are_bounded(
     counter: dict[str, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -570,6 +590,28 @@ def test_probes_stay_bounded_over_many_key_orders(
         assert 1 <= len(route.probes) <= 3
     assert len(route._interned) == 1
     assert f.trace_count == 1
+
+
+def test_starting_over_forgets_the_probes_with_the_interned_keys(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from treespec import _routes
+
+    # Past MAX_STATIC_KEYS the route starts over. A probe kept from before
+    # would still answer rightly (with the old key, which JAX may still hold
+    # compiled), but one config would then have two keys: the old one for its
+    # old key order, a new one for another order. A key stands for its
+    # content by identity, so there must be one per content.
+    monkeypatch.setattr(_routes, "MAX_STATIC_KEYS", 3)
+    f = treespec.jit(lambda x, cfg: x * len(cfg), static_flags=[False, True])
+    route = f._splitter.positional
+    for cfg in ({"a": 1, "b": 2}, (1,), (2,), (3,)):  # tuples: keys, no probes
+        f(jnp.ones(1), cfg)
+    for cfg in ({"b": 2, "a": 1}, {"a": 1, "b": 2}):
+        np.testing.assert_allclose(f(jnp.ones(1), cfg), 2.0)
+    first, second = route.probes.values()
+    assert first is second
+    assert list(route._interned.values()).count(first) == 1
 
 
 def test_route_helpers_keep_their_contracts() -> None:

@@ -128,6 +128,37 @@ def test_with_no_minority_every_binding_is_listed() -> None:
     assert all("n=3 from a, c; n=4 from b, d" in m for m in msgs), msgs
 
 
+def test_a_leaf_failing_for_another_reason_names_the_first_binder() -> None:
+    @treespec.checked
+    def f(x: Float[Array, "n"], y: Float[Array, "n"], z: Float[Array, "n"]) -> None:
+        return None
+
+    # z disagrees on no dimension (its dtype, then its rank, is wrong): its
+    # message says who bound n, and that is x, the first of the two.
+    (msg,) = _messages(lambda: f(jnp.ones(3), jnp.ones(3), jnp.ones(3, jnp.int32)))
+    assert msg == (
+        "argument z, at z: expected Float[Array, 'n'] with n=3 bound by x, got int32[3]"
+    )
+    (msg,) = _messages(lambda: f(jnp.ones(3), jnp.ones(3), jnp.ones((3, 3))))
+    assert "with n=3 bound by x, got float32[3,3]" in msg, msg
+    # A leaf that disagrees on n is blamed with every leaf that bound it.
+    (msg,) = _messages(lambda: f(jnp.ones(3), jnp.ones(3), jnp.ones(4)))
+    assert "with n=3 bound by x, y, got float32[4]" in msg, msg
+
+
+def test_a_broadcastable_dimension_binds_its_name() -> None:
+    @treespec.checked
+    def f(x: Float[Array, "#n"], y: Float[Array, "n"]) -> None:
+        return None
+
+    f(jnp.ones(1), jnp.ones(4))  # #n of size 1 binds nothing
+    (msg,) = _messages(lambda: f(jnp.ones(3), jnp.ones(4)))
+    assert msg == (
+        "argument y, at y: expected Float[Array, 'n'] with n=3 bound by x, "
+        "got float32[4]"
+    )
+
+
 def test_dtype_mismatch() -> None:
     (msg,) = _messages(lambda: step(X.astype(jnp.int32), W, GOOD))
     assert msg == "argument x, at x: expected Float[Array, 'b n'], got int32[32,7]"
