@@ -423,9 +423,10 @@ def jit(
     - `fun`: the function to compile. Omit it to get a decorator
       (`@jit(static_flags=...)`).
     - `static_flags`: explicit flags shaped like `vmap`'s `in_axes`: a list with
-      one entry per positional parameter or a dict keyed by parameter name;
-      entries are `True` (static), `False` (traced), `None` (no say), a callable
-      `leaf -> bool`, or a prefix tree of those.
+      one entry per positional parameter (and one for `*args`, covering every
+      extra argument) or a dict keyed by parameter name; entries are `True`
+      (static), `False` (traced), `None` (no say), a callable `leaf -> bool`,
+      or a prefix tree of those.
     - `default`: the policy for leaves nothing else covers: `"infer"` (arrays
       traced, everything else static), `"static"`, `"dynamic"` or `"error"`.
     - `validate`: check arguments against their annotations (once per new tree
