@@ -35,3 +35,8 @@ def test_data_parallel_example() -> None:
     assert "traces of train_step: 1" in out
     losses = [float(line.split()[-1]) for line in out.splitlines() if "loss" in line]
     assert losses[-1] < losses[0]
+
+
+def test_shardings_match_jax_jit() -> None:
+    out = _run(ROOT / "tests" / "multidevice" / "shardings.py")
+    assert out.strip().endswith("OK")

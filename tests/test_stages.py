@@ -1,0 +1,191 @@
+"""Ahead of time: the stages (`trace`, `lower`, `compile`), `eval_shape` and
+`jax.export`, spoken in the user's arguments, never in the internal split."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, TypedDict
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jaxtyping import Array, Float
+
+import treespec
+from treespec import Donate, Dynamic, SpecError, Static, ValidationError
+
+
+class Config(TypedDict):
+    depth: Static[int]
+    scale: Dynamic[float]
+
+
+@treespec.jit
+def forward(x: Float[Array, "b 3"], cfg: Config) -> jax.Array:
+    for _ in range(cfg["depth"]):
+        x = jnp.tanh(x * cfg["scale"])
+    return x
+
+
+X = jnp.arange(6.0, dtype=jnp.float32).reshape(2, 3)
+CFG: Config = {"depth": 2, "scale": 0.5}
+
+
+# -- export -------------------------------------------------------------------
+
+
+def test_jax_export_takes_a_treespec_function_with_statics_baked_in() -> None:
+    (b,) = jax.export.symbolic_shape("b")
+    specs = (
+        jax.ShapeDtypeStruct((b, 3), jnp.float32),
+        {"depth": 2, "scale": jax.ShapeDtypeStruct((), jnp.float32)},
+    )
+    exported = jax.export.export(forward)(*specs)
+    # The traced arguments only: the user's arguments, None at static leaves.
+    assert exported.in_tree == jax.tree.structure(
+        ((X, {"depth": None, "scale": 0.5}), {})
+    )
+    restored = jax.export.deserialize(exported.serialize())
+    for rows in (2, 5):
+        x = jnp.ones((rows, 3), jnp.float32)
+        out = restored.call(x, {"depth": None, "scale": jnp.float32(0.25)})
+        expected = forward(x, {"depth": 2, "scale": 0.25})
+        np.testing.assert_allclose(out, expected, rtol=1e-6)
+
+
+def test_exported_non_array_outputs_come_back_as_values() -> None:
+    @treespec.jit
+    def tagged(x: jax.Array, name: Static[str]) -> tuple[jax.Array, str, Any]:
+        return x * 2, name, {"k": (1, None)}
+
+    exported = jax.export.export(tagged)(jax.ShapeDtypeStruct((3,), jnp.float32), "a")
+    restored = jax.export.deserialize(exported.serialize())
+    y, name, extra = restored.call(jnp.ones(3), None)
+    np.testing.assert_allclose(y, 2.0)
+    assert (name, extra) == ("a", {"k": (1, None)})
+
+
+def test_export_of_a_donated_argument_keeps_the_arguments() -> None:
+    @treespec.jit
+    def update(params: Donate[dict[str, jax.Array]], g: jax.Array) -> dict[str, Any]:
+        return {"w": params["w"] - g}
+
+    spec = jax.ShapeDtypeStruct((3,), jnp.float32)
+    restored = jax.export.deserialize(
+        jax.export.export(update)({"w": spec}, spec).serialize()
+    )
+    out = restored.call({"w": jnp.ones(3)}, jnp.ones(3))
+    np.testing.assert_allclose(out["w"], 0.0)
+
+
+# -- the stages -----------------------------------------------------------------
+
+
+def test_trace_gives_jaxs_traced_in_the_users_arguments() -> None:
+    traced = forward.trace(X, CFG)
+    assert isinstance(traced, jax.stages.Traced)
+    assert "tanh" in str(traced.jaxpr)
+    assert traced.out_info.shape == (2, 3)
+    assert traced.lower().compile()(X, {"depth": None, "scale": 0.5}).shape == (2, 3)
+
+
+def test_lowered_and_compiled_offer_what_jaxs_do() -> None:
+    lowered = forward.lower(X, CFG)
+    assert "tanh" in lowered.as_text()
+    assert lowered.compiler_ir() is not None
+    assert lowered.in_tree == jax.tree.structure(
+        ((X, {"depth": None, "scale": 0.5}), {})
+    )
+    assert lowered.out_info.shape == (2, 3)
+    costs = lowered.cost_analysis()
+    assert costs is None or isinstance(costs, (dict, list))
+    compiled = lowered.compile()
+    np.testing.assert_allclose(compiled(X, CFG), forward(X, CFG), rtol=1e-6)
+    assert compiled.input_shardings is not None
+    assert compiled.output_shardings is not None
+    assert "tanh" in compiled.as_text()
+    if hasattr(jax.stages.Compiled, "memory_analysis"):
+        compiled.memory_analysis()
+    # A name JAX has is forwarded; one it has not is an AttributeError.
+    assert compiled.runtime_executable() is not None
+    with pytest.raises(AttributeError):
+        compiled.no_such_name
+
+
+def test_out_info_holds_non_array_outputs_as_values() -> None:
+    @treespec.jit
+    def named(x: jax.Array, name: Static[str]) -> dict[str, Any]:
+        return {"y": x + 1, "name": name}
+
+    info = named.lower(jnp.ones(2), "n").out_info
+    assert info["name"] == "n" and info["y"].shape == (2,)
+    out = named.lower(jnp.ones(2), "n").compile()(jnp.ones(2), "n")
+    assert out["name"] == "n"
+
+
+def test_eval_shape_of_a_jitted_function() -> None:
+    out = forward.eval_shape(X, CFG)
+    assert isinstance(out, jax.ShapeDtypeStruct) and out.shape == (2, 3)
+
+
+def test_a_partly_donated_argument_cannot_be_lowered_as_is() -> None:
+    class State(TypedDict):
+        w: Donate[jax.Array]
+        b: jax.Array
+
+    @treespec.jit
+    def mixed(state: State) -> jax.Array:
+        return state["w"] + state["b"]
+
+    state = {"w": jnp.ones(2), "b": jnp.ones(2)}
+    with pytest.raises(SpecError, match=r"state\['w'\].*whole arguments"):
+        mixed.lower(state)
+    assert float(mixed(state)[0]) == 2.0  # the call donates leaf by leaf
+
+
+# -- messages in the user's terms -------------------------------------------------
+
+
+def _issues(call: Any) -> list[str]:
+    with pytest.raises(ValidationError) as info:
+        call()
+    return [issue.format() for issue in info.value.issues]
+
+
+def test_a_compiled_called_with_a_new_shape_names_the_leaf() -> None:
+    compiled = forward.lower(X, CFG).compile()
+    (issue,) = _issues(lambda: compiled(jnp.ones((4, 4)), CFG))
+    assert (
+        issue == "argument x, at x: compiled for float32[2,3], called with float32[4,4]"
+    )
+    assert "dynamic[" not in issue
+
+
+def test_a_compiled_called_with_a_new_static_value_names_both_values() -> None:
+    compiled = forward.lower(X, CFG).compile()
+    (issue,) = _issues(lambda: compiled(X, {"depth": 5, "scale": 0.5}))
+    assert issue == "argument cfg, at cfg['depth']: compiled for 2, called with 5"
+    (issue,) = _issues(lambda: compiled(X, {"depth": 2.0, "scale": 0.5}))
+    assert issue == (
+        "argument cfg, at cfg['depth']: compiled for 2 (int), called with 2.0 (float)"
+    )
+
+
+def test_a_compiled_called_with_another_structure_names_the_argument() -> None:
+    compiled = forward.lower(X, CFG).compile()
+    issues = _issues(lambda: compiled(X, {"depth": 2, "scale": 0.5, "extra": 1}))
+    assert issues[0].startswith("argument cfg, at cfg: compiled for the structure ")
+
+
+def test_a_retrace_for_a_weak_type_is_named(caplog: pytest.LogCaptureFixture) -> None:
+    @treespec.jit(explain_recompiles=True)
+    def f(x: jax.Array) -> jax.Array:
+        return x * 2
+
+    with caplog.at_level(logging.WARNING, logger="treespec"):
+        f(1.0)  # a Python float: a weakly typed float32[]
+        f(jnp.float32(1.0))
+    (message,) = [r.getMessage() for r in caplog.records]
+    assert "x: float32[] (weak type) -> float32[]" in message, message
+    assert "no leaf changed" not in message
