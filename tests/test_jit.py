@@ -385,7 +385,8 @@ def test_jax_kwargs_pass_through() -> None:
         out = f(jnp.ones(2), jnp.ones(2), 2)
     assert out.devices() == {device}
     # keep_unused=True: the unused argument stays a parameter of the program.
-    lowered = f.lower(jnp.ones(2), jnp.ones(2), 2).as_text()
+    with pytest.warns(DeprecationWarning, match="backend and device"):
+        lowered = f.lower(jnp.ones(2), jnp.ones(2), 2).as_text()
     assert _main_params(lowered) == ["tensor<2xf32>", "tensor<2xf32>"]
 
     g = treespec.jit(lambda x: x + 1, backend="cpu", compiler_options={})

@@ -386,8 +386,11 @@ def test_compiled_checks_the_static_values_it_was_lowered_for() -> None:
     f.clear_cache()  # new interned keys: still the same static values
     out, _ = compiled(jnp.ones(2), {"name": "a", "scale": 1, "depth": 2})
     np.testing.assert_allclose(out, 2.0)
-    for other in ({**cfg, "depth": 3}, {**cfg, "scale": 1.0}):
-        with pytest.raises(ValidationError, match="lowered for"):
+    for other, said in (
+        ({**cfg, "depth": 3}, r"cfg\['depth'\]: compiled for 2, called with 3"),
+        ({**cfg, "scale": 1.0}, r"compiled for 1 \(int\), called with 1.0 \(float\)"),
+    ):
+        with pytest.raises(ValidationError, match=said):
             compiled(jnp.ones(2), other)
 
 

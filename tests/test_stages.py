@@ -54,16 +54,21 @@ def test_jax_export_takes_a_treespec_function_with_statics_baked_in() -> None:
         np.testing.assert_allclose(out, expected, rtol=1e-6)
 
 
-def test_exported_non_array_outputs_come_back_as_values() -> None:
+def test_an_exported_program_returns_arrays_with_none_for_the_other_outputs() -> None:
+    # Non-array outputs are constants of the trace: the program (and a serving
+    # process without treespec) gets None in their places; eval_shape and
+    # Lowered.out_info give the values.
     @treespec.jit
     def tagged(x: jax.Array, name: Static[str]) -> tuple[jax.Array, str, Any]:
-        return x * 2, name, {"k": (1, None)}
+        return x * 2, name, {"k": (1, 2.5)}
 
-    exported = jax.export.export(tagged)(jax.ShapeDtypeStruct((3,), jnp.float32), "a")
+    spec = jax.ShapeDtypeStruct((3,), jnp.float32)
+    exported = jax.export.export(tagged)(spec, "a")
     restored = jax.export.deserialize(exported.serialize())
     y, name, extra = restored.call(jnp.ones(3), None)
     np.testing.assert_allclose(y, 2.0)
-    assert (name, extra) == ("a", {"k": (1, None)})
+    assert (name, extra) == (None, {"k": (None, None)})
+    assert tagged.eval_shape(spec, "a")[1:] == ("a", {"k": (1, 2.5)})
 
 
 def test_export_of_a_donated_argument_keeps_the_arguments() -> None:
@@ -173,9 +178,14 @@ def test_a_compiled_called_with_a_new_static_value_names_both_values() -> None:
 
 
 def test_a_compiled_called_with_another_structure_names_the_argument() -> None:
-    compiled = forward.lower(X, CFG).compile()
-    issues = _issues(lambda: compiled(X, {"depth": 2, "scale": 0.5, "extra": 1}))
-    assert issues[0].startswith("argument cfg, at cfg: compiled for the structure ")
+    @treespec.jit
+    def total(x: jax.Array, parts: dict[str, Any]) -> jax.Array:
+        return x + sum(parts.values())
+
+    compiled = total.lower(X, {"a": 1.0}).compile()
+    (issue,) = _issues(lambda: compiled(X, {"a": 1.0, "b": 2.0}))
+    assert issue.startswith("argument parts, at parts: compiled for the structure ")
+    assert "called with PyTreeDef({'a': *, 'b': *})" in issue, issue
 
 
 def test_a_retrace_for_a_weak_type_is_named(caplog: pytest.LogCaptureFixture) -> None:

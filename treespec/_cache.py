@@ -33,7 +33,8 @@ class JitState:
         self.splitter = splitter
         self.lock = threading.RLock()
         self.compiled: dict[tuple[Any, ...], Callable[..., Any]] = {}
-        self.last_trace: dict[str, str] | None = None
+        #: What the last trace saw of each leaf (`_retrace.describe_view`).
+        self.last_trace: dict[str, Any] | None = None
         self.trace_count = 0
         #: Retraces each unmarked Python scalar caused, by leaf path; whether
         #: the warning about them came (once per function).

@@ -9,7 +9,8 @@ import jax
 from typing_extensions import Never, ParamSpec
 
 from ._api import caller_namespace
-from ._transform import Transformed, join_output
+from ._outputs import join_output
+from ._transform import Transformed
 
 __all__ = ["checkpoint", "eval_shape"]
 

@@ -11,10 +11,11 @@ from typing_extensions import ParamSpec
 
 from ._api import caller_namespace
 from ._errors import Issue, SpecError, ValidationError, describe_value
+from ._outputs import join_output, split_output
 from ._plan import Kind, Split, ask_callable
 from ._prefix import Entry, broadcast_tree
 from ._routes import key_split
-from ._transform import Transformed, join_output, split_output
+from ._transform import Transformed
 
 __all__ = ["grad", "value_and_grad"]
 

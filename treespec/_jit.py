@@ -13,18 +13,16 @@ from typing_extensions import ParamSpec
 
 from ._api import caller_namespace
 from ._cache import JitState, freeze, shared_state
-from ._errors import Issue, SpecError, ValidationError, location
+from ._errors import SpecError, location
+from ._layout import is_sharding
+from ._outputs import WithStatic
 from ._partition import combine
 from ._plan import Kind, Split
 from ._processes import ProcessCheck, check_enabled, log_prefix
-from ._retrace import describe_retrace, describe_view
-from ._routes import CallView, Key, key_split, same_call
-from ._splitter import Splitter
-from ._transform import (
-    Transformed,
-    _WithStatic,
-    join_output,
-)
+from ._retrace import Seen, describe_retrace, describe_view
+from ._routes import CallView, Key
+from ._stages import Lowered, StagedCall, staged_jit
+from ._transform import Transformed
 
 __all__ = ["Jitted", "jit"]
 
@@ -53,8 +51,10 @@ _FORBIDDEN = {
 class Jitted(Transformed[_P, _R]):
     """A function compiled by `treespec.jit`. Call it like the original.
 
-    Besides the call: `.lower(*args, **kwargs)` (then `.compile()`), `.spec` (the
-    derived `Spec`), `.clear_cache()`, and `.trace_count` (how often it traced).
+    Besides the call: the stages, as `jax.jit`'s (`.trace(...)`, `.lower(...)`
+    then `.compile()`, `.eval_shape(...)`; `jax.export.export(f)` works too,
+    see the "Ahead of time and export" docs page), `.spec` (the derived
+    `Spec`), `.clear_cache()`, and `.trace_count` (how often it traced).
 
     !!! example
 
@@ -103,10 +103,7 @@ class Jitted(Transformed[_P, _R]):
         self._processes = ProcessCheck(fun) if check_enabled(check_processes) else None
         # A single sharding also covers the aux-only node of non-array outputs;
         # a tree of shardings must match the output exactly (checked at trace).
-        out_shardings = kwargs.get("out_shardings")
-        if out_shardings is not None and not isinstance(
-            out_shardings, jax.sharding.Sharding
-        ):
+        if not is_sharding(kwargs.get("out_shardings")):
             self._output_tree = "out_shardings"
         self._jax_kwargs = kwargs
         #: What makes two wrappers of one function equal (they share a cache).
@@ -213,7 +210,7 @@ class Jitted(Transformed[_P, _R]):
         return self._body(key, dynamic, checked)
 
     def _watch_scalars(
-        self, view: CallView, before: dict[str, str], now: dict[str, str]
+        self, view: CallView, before: dict[str, Seen], now: dict[str, Seen]
     ) -> None:
         """Warn once when unmarked Python scalars keep forcing new traces."""
         state = self._state
@@ -284,81 +281,51 @@ class Jitted(Transformed[_P, _R]):
             # Raised from None: the JAX error stays reachable as __context__
             # without being printed ahead of the one that names the leaf.
             raise error from None
-        if type(out) is _WithStatic:  # inlined join_output: this is the hot path
+        if type(out) is WithStatic:  # inlined join_output: this is the hot path
             return combine(out.dynamic, out.static)  # type: ignore[no-any-return]
         return out  # type: ignore[no-any-return]
 
-    def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> Lowered:
-        """Lower for these arguments, as `jax.jit(...).lower`; `.compile()` runs.
+    def trace(self, *args: _P.args, **kwargs: _P.kwargs) -> jax.stages.Traced:
+        """Trace for these arguments, as `jax.jit(...).trace`: JAX's `Traced`
+        (`.jaxpr`, `.out_info`, `.lower()`).
 
-        For a method, pass the instance first: `Model.apply.lower(model, x)`
-        (`model.apply.lower` is the function's, without the instance bound).
+        Its arguments are the user's with `None` at each static leaf (the
+        static values are constants of the trace), and so are those of what
+        it lowers and compiles to. `jax.export.export(f)` calls this: see the
+        "Ahead of time and export" docs page.
         """
+        call = self._staged_call(args, kwargs)
+        return staged_jit(self, call).trace(*call.args, **call.kwargs)  # type: ignore[no-any-return]
+
+    def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> Lowered:
+        """Lower for these arguments, as `jax.jit(...).lower`; `.compile()`
+        gives a `Compiled` called like the function."""
+        call = self._staged_call(args, kwargs)
+        lowered = staged_jit(self, call).lower(*call.args, **call.kwargs)
+        return Lowered(lowered, self, call)
+
+    def eval_shape(self, *args: _P.args, **kwargs: _P.kwargs) -> Any:
+        """The output for these arguments without computing it: a
+        `jax.ShapeDtypeStruct` for each array, the values of the rest."""
+        call = self._staged_call(args, kwargs)
+        staged = staged_jit(self, call)
+        return call.output(staged.eval_shape(*call.args, **call.kwargs))
+
+    def _staged_call(self, args: Any, kwargs: Any) -> StagedCall:
         try:
-            key, dynamic = self._splitter.split_call(args, kwargs)
+            return StagedCall(self, args, kwargs)
         except TypeError as error:
+            if isinstance(error, SpecError):
+                raise
             params = self.spec.params
             if not params or params[0].name not in ("self", "cls"):
                 raise
             name = self.spec.name
             raise TypeError(
-                f"{error}. `lower` of a method takes the instance first: "
+                f"{error}. A method's stages take the instance first: "
                 f"{name}.lower(instance, ...) (an instance's method does not "
                 "bind it for `lower`)"
             ) from None
-        caller: Any = key_split(key).caller or self._caller(key_split(key))
-        return Lowered(caller.lower(key, *dynamic), self._splitter, key)
-
-
-class Lowered:
-    """The result of `Jitted.lower`: wraps `jax.stages.Lowered`."""
-
-    def __init__(self, lowered: Any, splitter: Splitter, key: Key) -> None:
-        self._lowered = lowered
-        self._splitter = splitter
-        self._key = key
-
-    def as_text(self) -> str:
-        """The lowered module as text (StableHLO)."""
-        return str(self._lowered.as_text())
-
-    def compile(self, *args: Any, **kwargs: Any) -> Compiled:
-        """Compile; the result is called with the same arguments as the function.
-
-        Arguments are those of `jax.stages.Lowered.compile`
-        (`compiler_options=...`, ...), passed on as they are.
-        """
-        return Compiled(
-            self._lowered.compile(*args, **kwargs), self._splitter, self._key
-        )
-
-
-class Compiled:
-    """An executable for one tree structure and one set of static values."""
-
-    def __init__(self, compiled: Any, splitter: Splitter, key: Key) -> None:
-        self._compiled = compiled
-        self._splitter = splitter
-        self._key = key
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        key, dynamic = self._splitter.split_call(args, kwargs)
-        if not same_call(key, self._key):
-            raise ValidationError(
-                [
-                    Issue(
-                        "arguments",
-                        "the tree structure and static values this was lowered for",
-                        "different ones (call the jitted function instead)",
-                    )
-                ],
-                "Compiled",
-            )
-        return join_output(self._compiled(*dynamic))
-
-    def as_text(self) -> str:
-        """The compiled module as text."""
-        return str(self._compiled.as_text())
 
 
 def _unbind(fun: Any, static_flags: Any) -> tuple[Any, Any, Any] | None:

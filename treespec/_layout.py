@@ -7,6 +7,7 @@ all static is known per tree structure, from its plan (see `_routes.py`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -101,7 +102,15 @@ def whole_kind(param: Param, flag: Any, default: str = "infer") -> Kind | None:
 
 
 def is_sharding(x: Any) -> bool:
-    return x is None or isinstance(x, jax.sharding.Sharding)
+    """Whether `x` is one entry of `in_shardings`/`out_shardings`, never a prefix
+    container: `None`, a `Sharding`, a `PartitionSpec` (a tuple subclass, which
+    JAX resolves against the mesh context), or any other object that is not a
+    list, tuple or dict (JAX judges it)."""
+    return (
+        x is None
+        or isinstance(x, (jax.sharding.Sharding, jax.sharding.PartitionSpec))
+        or not isinstance(x, (list, tuple, Mapping))
+    )
 
 
 class StaticKey(tuple):  # type: ignore[type-arg]

@@ -182,7 +182,8 @@ class Plan:
         #: The route whose calls have this structure (it reads keys of its
         #: splits back, and knows what `treedef` is the structure of).
         self.route: Any = None
-        #: Per-leaf `in_shardings` entries, when the transform was given some.
+        #: Per-leaf `in_shardings` entries (`_prefix.Entry`), when the
+        #: transform was given some.
         self.shardings: list[Any] | None = None
         self.probe_idx = tuple(i for i, info in enumerate(infos) if info.kind is None)
         self.probes = tuple(infos[i].probe for i in self.probe_idx)

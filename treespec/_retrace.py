@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import TYPE_CHECKING
 
@@ -14,7 +15,7 @@ from ._plan import Kind
 if TYPE_CHECKING:
     from ._routes import CallView
 
-__all__ = ["describe_retrace", "describe_view"]
+__all__ = ["Seen", "describe_retrace", "describe_view"]
 
 _TOKEN = re.compile(r"\[[^\]]*\]|\.\w+|^[^\[.]+")
 
@@ -30,34 +31,75 @@ def _common_prefix(paths: list[str]) -> str:
     return "".join(common) or "the top level"
 
 
-def describe_retrace(old: dict[str, str], new: dict[str, str]) -> list[str]:
+@dataclasses.dataclass(frozen=True)
+class Seen:
+    """One leaf of one trace: its value (and type) or dtype[shape] (and weak
+    type), and, for a traced leaf, its sharding as the trace sees it."""
+
+    text: str
+    sharding: str = ""
+
+
+def describe_retrace(old: dict[str, Seen], new: dict[str, Seen]) -> list[str]:
     """What changed between two traces, one phrase per changed leaf."""
     changes = []
     if old.keys() != new.keys():
         moved = sorted(set(old) ^ set(new))
         changes.append(f"structure changed at {_common_prefix(moved)}")
     for path in new:
-        if path in old and old[path] != new[path]:
-            changes.append(f"{path}: {old[path]} -> {new[path]}")
-    return changes or ["no leaf changed (a new jax.jit cache entry was needed)"]
+        if path not in old or old[path] == new[path]:
+            continue
+        before, now = old[path], new[path]
+        if before.text != now.text:
+            changes.append(f"{path}: {before.text} -> {now.text}")
+        else:
+            changes.append(f"{path}: sharding {before.sharding} -> {now.sharding}")
+    return changes or [
+        "no leaf changed that a trace can see (a new jax.jit cache entry was "
+        "needed: the device placement of an argument, or a JAX setting)"
+    ]
 
 
-def describe_view(view: CallView) -> dict[str, str]:
-    """`{leaf path: value (type) or dtype[shape]}` of one trace, the fields that
+def describe_view(view: CallView) -> dict[str, Seen]:
+    """`{leaf path: what the trace saw of it}` of one trace, the fields that
     classes keep in their tree structure included."""
-    described: dict[str, str] = {}
+    described: dict[str, Seen] = {}
     for param, value, _ in view.whole:
         for path, leaf in jax.tree_util.tree_flatten_with_path(value)[0]:
-            described[param.name + keystr(path)] = aval(leaf)
+            described[param.name + keystr(path)] = _traced(leaf)
     for info, kind, leaf in view.pairs:
         if kind is Kind.STATIC:
             described[info.path] = _static(leaf)
         else:
-            described[info.path] = aval(leaf)
+            described[info.path] = _traced(leaf)
     for held in view.held:  # a class's static field, named as a leaf is
         described[held.path] = _static(held.value)
     return described
 
 
-def _static(value: object) -> str:
-    return f"{value!r} ({type(value).__name__})"
+def _static(value: object) -> Seen:
+    return Seen(f"{value!r} ({type(value).__name__})")
+
+
+def _traced(leaf: object) -> Seen:
+    """A traced leaf as the trace sees it: its aval (a tracer's), weak type and
+    sharding included, for those change the program too."""
+    shaped = getattr(leaf, "aval", leaf)
+    text = aval(leaf)
+    if getattr(shaped, "weak_type", False):
+        text += " (weak type)"
+    return Seen(text, _sharding(getattr(shaped, "sharding", None)))
+
+
+def _sharding(sharding: object) -> str:
+    """`NamedSharding(P('data'), mesh data=4 model=2)`: a sharding, short."""
+    if sharding is None:
+        return ""
+    spec = getattr(sharding, "spec", None)
+    mesh = getattr(sharding, "mesh", None)
+    names = tuple(getattr(mesh, "axis_names", ()) or ())
+    sizes = tuple(getattr(mesh, "axis_sizes", ()) or ())
+    if spec is None:
+        return repr(sharding)
+    where = " ".join(f"{n}={s}" for n, s in zip(names, sizes)) or "none"
+    return f"{type(sharding).__name__}({spec}, mesh {where})"

@@ -37,7 +37,7 @@ from typing import Any
 
 import jax
 
-from ._errors import Issue, ValidationError
+from ._errors import Issue, SpecError, ValidationError
 from ._flags import FlagEntry, Flags
 from ._layout import PROBE_SCALARS, StaticKey, is_sharding
 from ._plan import Held, Kind, Plan, Split, _getter
@@ -162,6 +162,25 @@ class Route:
         """One `in_shardings` entry per dynamic argument of calls of `split`."""
         raise NotImplementedError
 
+    @staticmethod
+    def _leaf_shardings(split: Split) -> list[Any] | None:
+        """The `in_shardings` entry of each dynamic leaf of `split`; an entry
+        written at a static leaf is a `SpecError` (it would be ignored)."""
+        entries = split.plan.shardings
+        if entries is None:
+            return None
+        for i in split.static_idx:
+            entry = entries[i]
+            if entry.exact and entry.value is not None:
+                info = split.plan.infos[i]
+                raise SpecError(
+                    f"{entry.where} places {info.path}, which is static "
+                    f"({info.source}): static leaves are not placed on devices "
+                    "(they are Python values in the compiled program). Give None "
+                    "there, or mark the leaf Dynamic[...] to trace it."
+                )
+        return [entries[i].value for i in split.dynamic_idx]
+
     def diagnose(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Issue]:
         """The leaves that made a call fail: what each should have been."""
         raise NotImplementedError
@@ -211,7 +230,7 @@ class Route:
                     "in_shardings",
                     skip=skip,
                 )
-                plan.shardings = [entry.value for entry in entries]
+                plan.shardings = entries
             self._plans[treedef] = plan
             return plan
 
@@ -358,14 +377,14 @@ class PositionalRoute(Route):
 
     def in_shardings(self, split: Split) -> tuple[Any, ...] | None:
         given = self.ctx.in_shardings
-        shardings = split.plan.shardings
+        shardings = self._leaf_shardings(split)
         if given is None or shardings is None:
             return None
         whole = tuple(
             top_entry(given, param.name, i, is_sharding, "in_shardings")[0]
             for i, param in zip(self.whole_idx, self._whole_params)
         )
-        return (*whole, *(shardings[i] for i in split.dynamic_idx))
+        return (*whole, *shardings)
 
     def diagnose(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Issue]:
         leaves, treedef = _flatten(self.get_mixed(args))
@@ -405,10 +424,8 @@ class CallRoute(Route):
         return tuple(offset + d for d in split.donate)
 
     def in_shardings(self, split: Split) -> tuple[Any, ...] | None:
-        shardings = split.plan.shardings
-        if shardings is None:
-            return None
-        return tuple(shardings[i] for i in split.dynamic_idx)
+        shardings = self._leaf_shardings(split)
+        return None if shardings is None else tuple(shardings)
 
     def diagnose(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Issue]:
         leaves, treedef = _flatten((args, kwargs))

@@ -12,10 +12,11 @@ from typing_extensions import ParamSpec
 
 from ._api import caller_namespace
 from ._errors import SpecError
+from ._outputs import join_output
 from ._plan import Kind
 from ._prefix import broadcast_call
 from ._routes import Key
-from ._transform import Transformed, join_output
+from ._transform import Transformed
 
 __all__ = ["shard_map"]
 

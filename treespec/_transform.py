@@ -18,7 +18,6 @@ from typing import (
     overload,
 )
 
-import jax
 from typing_extensions import ParamSpec, Self
 
 from ._api import _spec_for, in_class_body
@@ -26,14 +25,13 @@ from ._cache import _owner, freeze
 from ._checked import validation_enabled
 from ._errors import SpecError
 from ._flags import Flags, normalize_flags
-from ._partition import combine
+from ._outputs import WithStatic, split_output
 from ._resolve import check_default
 from ._routes import Key
-from ._rules import is_array
 from ._spec import Spec
 from ._splitter import Splitter
 
-__all__ = ["BoundTransform", "Transformed", "join_output", "split_output"]
+__all__ = ["BoundTransform", "Transformed"]
 
 #: What `Transformed._build` sets; reading one before it ran builds.
 _BUILT = frozenset(
@@ -56,44 +54,6 @@ class BoundTransform(Protocol[_Q, _R_co]):
 
     @property
     def spec(self) -> Spec: ...
-
-
-class _WithStatic:
-    """An output with non-array leaves: the arrays are children, the rest aux data."""
-
-    __slots__ = ("dynamic", "static")
-
-    def __init__(self, dynamic: Any, static: Any) -> None:
-        self.dynamic = dynamic
-        self.static = static
-
-
-jax.tree_util.register_pytree_node(
-    _WithStatic,
-    lambda w: ((w.dynamic,), w.static),
-    lambda static, children: _WithStatic(children[0], static),
-)
-
-
-def split_output(out: Any) -> Any:
-    """Arrays stay in the traced output; everything else rides in aux data."""
-    leaves, treedef = jax.tree_util.tree_flatten(out)
-    mask = [is_array(leaf) for leaf in leaves]
-    if all(mask):
-        return out
-    dynamic = [leaf if m else None for leaf, m in zip(leaves, mask)]
-    static = [None if m else leaf for leaf, m in zip(leaves, mask)]
-    return _WithStatic(
-        jax.tree_util.tree_unflatten(treedef, dynamic),
-        jax.tree_util.tree_unflatten(treedef, static),
-    )
-
-
-def join_output(out: Any) -> Any:
-    """Undo `split_output` on what a JAX transform returned."""
-    if type(out) is _WithStatic:
-        return combine(out.dynamic, out.static)
-    return out
 
 
 class Transformed(Generic[_P, _R]):
@@ -296,7 +256,7 @@ class Transformed(Generic[_P, _R]):
     def _body(self, key: Key, dynamic: tuple[Any, ...], checked: Any) -> Any:
         out = split_output(self._call_fun(key, dynamic, checked))
         what = self._output_tree
-        if what is not None and type(out) is _WithStatic:
+        if what is not None and type(out) is WithStatic:
             # A tree of output specs cannot describe the aux-only part.
             raise SpecError(
                 f"{self.spec.name} returns non-array leaves, which a tree of "

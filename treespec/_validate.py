@@ -85,6 +85,12 @@ def _check_array(
             return True, ""
         if not hasattr(value, "shape"):
             value = np.asarray(value)
+        if not all(isinstance(d, int) for d in value.shape):
+            # Symbolic dimensions (`jax.export`): jaxtyping cannot compare
+            # them; the dtype is still checked.
+            dtypes = getattr(annotation, "dtypes", None)
+            ok = dtypes is None or str(value.dtype) in dtypes
+            return ok, f"{node.text} (a dtype of it: the shape is symbolic)"
         hint = _for_value(annotation, value)
         expected = node.text
         already = bindings.explain(annotation)
@@ -179,6 +185,8 @@ def _dims_of(info: LeafInfo, kind: Kind, value: Any) -> Any:
         return None
     if not hasattr(value, "shape"):
         value = np.asarray(value)
+    if not all(isinstance(d, int) for d in value.shape):
+        return None  # symbolic dimensions (`jax.export`): not bound here
     return _for_value(node.annotation, value), value
 
 

@@ -13,11 +13,12 @@ from typing_extensions import ParamSpec
 
 from ._api import caller_namespace
 from ._errors import Issue, SpecError, ValidationError, describe_value, location
+from ._outputs import WithStatic, join_output
 from ._partition import combine
 from ._plan import Kind, Split
 from ._prefix import Entry, broadcast_call, broadcast_tree
 from ._routes import Key
-from ._transform import Transformed, _WithStatic, join_output
+from ._transform import Transformed
 
 __all__ = ["pmap", "vmap"]
 
@@ -155,8 +156,8 @@ class _OutAxes:
         self.spec = spec
 
     def split(self, out: Any, record: dict[str, Any]) -> tuple[Any, Any]:
-        static = out.static if type(out) is _WithStatic else None
-        dynamic = out.dynamic if type(out) is _WithStatic else out
+        static = out.static if type(out) is WithStatic else None
+        dynamic = out.dynamic if type(out) is WithStatic else out
         leaves, treedef = jax.tree_util.tree_flatten(dynamic)
         entries = broadcast_tree(self.spec, dynamic, _is_out_entry, "out_axes")
         axes = []

@@ -18,6 +18,7 @@ from treespec import SpecError, Static
 assert jax.device_count() == 8, jax.devices()
 mesh = Mesh(np.array(jax.devices()).reshape(4, 2), ("data", "model"))
 x = jnp.arange(32.0).reshape(8, 4)
+x2 = x + 1  # made outside the mesh context: uncommitted, as x
 w = jnp.ones((4, 4))
 
 
@@ -39,8 +40,10 @@ with jax.set_mesh(mesh):
     np.testing.assert_allclose(got, expected, rtol=1e-6)
     assert got.sharding == expected.sharding, (got.sharding, expected.sharding)
     assert got.sharding.spec == P("data"), got.sharding
-    ours(x + 1, w)
+    ours(x2, w)
+    theirs(x2, w)
     assert ours.trace_count == 1
+    assert theirs._cache_size() == 1  # jax.jit's own count of traces
 
     # A P inside a prefix tree, at a leaf of a dict argument.
     nested = treespec.jit(
