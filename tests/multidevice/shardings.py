@@ -4,6 +4,7 @@ leaf, against jax.jit. Prints OK at the end."""
 
 from __future__ import annotations
 
+import logging
 from typing import TypedDict
 
 import jax
@@ -88,5 +89,23 @@ with jax.set_mesh(mesh):
     compiled = treespec.jit(body, in_shardings=(P("data"), P())).lower(x, w).compile()
     assert compiled.input_shardings[0][0].spec == P("data"), compiled.input_shardings
     np.testing.assert_allclose(compiled(x, w), expected, rtol=1e-6)
+
+# A retrace caused by a sharding the trace sees (a new mesh) names the leaf.
+logged: list[str] = []
+
+
+class _Keep(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        logged.append(record.getMessage())
+
+
+logging.getLogger("treespec").addHandler(_Keep())
+explained = treespec.jit(lambda x: x * 2, explain_recompiles=True)
+explained(x)
+explained(jax.device_put(x, sharded))
+assert explained.trace_count == 2, explained.trace_count
+(message,) = logged
+assert "x: sharding NamedSharding(P(None, None), mesh none)" in message, message
+assert "mesh data=4 model=2" in message, message
 
 print("OK")
