@@ -2,7 +2,8 @@
 
 Run: python benchmarks/dispatch.py [--quick] [--only NAME]
 
-`--only` runs one scenario: S1, S1-annotations, S2, S3, S4, method or first-call.
+`--only` runs one scenario: S1, S1-annotations, S2, S3, S4, method,
+method-classes or first-call.
 
 Prints, from one run in one process, the median per-call time of each contender
 and the ratios the jit issue targets:
@@ -22,6 +23,8 @@ and the ratios the jit issue targets:
 - method: `model.apply(x)`, a jitted method of an equinox.Module (two arrays,
   a static int field); jax.jit of the unbound function with the module passed,
   and the method decorated with equinox.filter_jit.
+- method-classes: the same for a treespec.dataclass (an array, a Static int)
+  and a plain class (jax.jit holds the instance static).
 """
 
 from __future__ import annotations
@@ -341,6 +344,58 @@ def scenario_method(number: int, repeat: int) -> dict[str, float]:
     return times
 
 
+@treespec.dataclass
+class _Frozen:
+    w: jax.Array
+    depth: Static[int]
+
+    def raw(self, x: jax.Array) -> jax.Array:
+        return x
+
+    @treespec.jit
+    def apply(self, x: jax.Array) -> jax.Array:
+        return x
+
+
+class _Plain:
+    def __init__(self, depth: int) -> None:
+        self.depth = depth
+
+    def raw(self, x: jax.Array) -> jax.Array:
+        return x
+
+    @treespec.jit
+    def apply(self, x: jax.Array) -> jax.Array:
+        return x
+
+
+def scenario_method_classes(number: int, repeat: int) -> dict[str, float]:
+    """A method of a treespec.dataclass and one of a plain class, against
+    jax.jit of the unbound function with the instance passed (a plain
+    instance as a static argument: jax.jit cannot trace it)."""
+    frozen, plain = _Frozen(jnp.ones((4, 4)), 2), _Plain(2)
+    x = jnp.ones((4, 4))
+    frozen_raw = jax.jit(_Frozen.raw)
+    plain_raw = jax.jit(_Plain.raw, static_argnums=0)
+    for f in (
+        lambda: frozen_raw(frozen, x),
+        lambda: frozen.apply(x),
+        lambda: plain_raw(plain, x),
+        lambda: plain.apply(x),
+    ):
+        assert bool(jnp.array_equal(f(), x))
+    return compare(
+        {
+            "treespec.dataclass: jax.jit": lambda: frozen_raw(frozen, x),
+            "treespec.dataclass: treespec.jit": lambda: frozen.apply(x),
+            "plain class: jax.jit (instance static)": lambda: plain_raw(plain, x),
+            "plain class: treespec.jit": lambda: plain.apply(x),
+        },
+        number=number,
+        repeat=repeat,
+    )
+
+
 def first_call(repeat: int) -> dict[str, float]:
     params = {f"w{i}": jnp.ones((4, 4), jnp.float32) for i in range(8)}
     x = jnp.ones((4, 4), jnp.float32)
@@ -363,7 +418,16 @@ def first_call(repeat: int) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-SCENARIOS = ("S1", "S1-annotations", "S2", "S3", "S4", "method", "first-call")
+SCENARIOS = (
+    "S1",
+    "S1-annotations",
+    "S2",
+    "S3",
+    "S4",
+    "method",
+    "method-classes",
+    "first-call",
+)
 
 
 def main() -> None:
@@ -431,6 +495,18 @@ def main() -> None:
         )
         ratios["method equinox.filter_jit / treespec.jit"] = (
             method["equinox.filter_jit"] / method["treespec.jit"]
+        )
+    if runs("method-classes"):
+        classes = scenario_method_classes(number, repeat)
+        title = "method: of a treespec.dataclass, of a plain class"
+        print(table(title, classes, "treespec.dataclass: jax.jit"), "\n")
+        ratios["method (treespec.dataclass) treespec.jit / jax.jit"] = (
+            classes["treespec.dataclass: treespec.jit"]
+            / classes["treespec.dataclass: jax.jit"]
+        )
+        ratios["method (plain class) treespec.jit / jax.jit"] = (
+            classes["plain class: treespec.jit"]
+            / classes["plain class: jax.jit (instance static)"]
         )
     if ratios:
         print("### Ratios\n\n| ratio | value |\n| --- | --- |")

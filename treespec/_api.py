@@ -19,7 +19,7 @@ from ._hints import _Context, derive_spec, parse_annotation
 from ._plan import Kind, LeafInfo, Plan
 from ._resolve import build_plan, check_default, walk_value
 from ._rules import uncovered_fix
-from ._spec import Spec
+from ._spec import POSITIONAL_KINDS, AnyNode, Spec
 
 __all__ = ["caller_namespace", "explain", "flag_tree", "spec_of"]
 
@@ -56,6 +56,21 @@ def _bound_transform(fun: Any) -> Any:
     if getattr(fun, "__self__", None) is None or func is None:
         return None
     return func if isinstance(getattr(func, "__treespec_spec__", None), Spec) else None
+
+
+def method_spec(spec: Spec, owner: type) -> Spec:
+    """The spec of a method of `owner`, its unannotated `self` read as an
+    instance of `owner` (see `Transformed.__set_name__`)."""
+    if not spec.params or not isinstance(spec.params[0].node, AnyNode):
+        return spec
+    first = spec.params[0]
+    if first.node.text or first.kind not in POSITIONAL_KINDS:
+        return spec
+    module = sys.modules.get(owner.__module__)
+    ctx = _Context(dict(vars(module)) if module else {}, {})
+    node = parse_annotation(owner, ctx, f"parameter {first.name!r} of {spec.name}")
+    params = (dataclasses.replace(first, node=node), *spec.params[1:])
+    return dataclasses.replace(spec, params=params)
 
 
 def _spec_for(fun: Any, localns: Mapping[str, Any]) -> Spec:

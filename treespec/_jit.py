@@ -6,10 +6,10 @@ import inspect
 import logging
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Concatenate, Protocol, TypeVar, overload
 
 import jax
-from typing_extensions import ParamSpec
+from typing_extensions import ParamSpec, Self
 
 from ._api import caller_namespace
 from ._cache import JitState, freeze, shared_state
@@ -21,6 +21,7 @@ from ._plan import Kind, Split
 from ._processes import ProcessCheck, check_enabled, log_prefix
 from ._retrace import Seen, describe_retrace, describe_view
 from ._routes import CallView, Key
+from ._spec import Spec
 from ._stages import Lowered, StagedCall, staged_jit
 from ._transform import Transformed
 
@@ -46,6 +47,31 @@ _FORBIDDEN = {
     "donate_argnums": "annotate the leaves Donate[...]",
     "donate_argnames": "annotate the leaves Donate[...]",
 }
+
+
+_Q = ParamSpec("_Q")
+_S = TypeVar("_S")
+_R_co = TypeVar("_R_co", covariant=True)
+
+
+class BoundJitted(Protocol[_Q, _R_co]):
+    """What a jitted method is on an instance, to a type checker: the method
+    with `self` bound, its `.spec`, and the stages with the instance bound (on
+    an Equinox Module; on other classes they are the function's)."""
+
+    def __call__(self, *args: _Q.args, **kwargs: _Q.kwargs) -> _R_co: ...
+
+    @property
+    def spec(self) -> Spec: ...
+
+    @property
+    def trace_count(self) -> int: ...
+
+    def lower(self, *args: _Q.args, **kwargs: _Q.kwargs) -> Lowered: ...
+
+    def trace(self, *args: _Q.args, **kwargs: _Q.kwargs) -> jax.stages.Traced: ...
+
+    def eval_shape(self, *args: _Q.args, **kwargs: _Q.kwargs) -> Any: ...
 
 
 class Jitted(Transformed[_P, _R]):
@@ -76,6 +102,20 @@ class Jitted(Transformed[_P, _R]):
     """
 
     _name = "jit"
+
+    if TYPE_CHECKING:
+
+        @overload
+        def __get__(self, instance: None, owner: type | None = None) -> Self: ...
+
+        @overload
+        def __get__(
+            self: Jitted[Concatenate[_S, _Q], _R],
+            instance: _S,
+            owner: type | None = None,
+        ) -> BoundJitted[_Q, _R]: ...
+
+        def __get__(self, instance: Any, owner: type | None = None) -> Any: ...
 
     def __init__(
         self,
@@ -132,7 +172,8 @@ class Jitted(Transformed[_P, _R]):
             return JitState(self._splitter)
 
         try:
-            options = freeze(self._options)
+            # A method's `self` read from its class makes another splitter.
+            options = freeze((*self._options, self._self_class))
         except TypeError:  # an option that cannot be hashed: nothing to share
             state = make()
         else:
@@ -253,17 +294,22 @@ class Jitted(Transformed[_P, _R]):
         if named or len(call) != splitter.binder.direct_npos:
             call, named = splitter.bind(call, named)  # f(x, n=2) as f(x, 2)
         if not named and len(call) == route.npos:
-            # The positional route, inlined: the common case. A plain dict of
-            # scalars whose structure is all static is looked up by its probe,
-            # without a flatten.
-            mixed = route.get_mixed(call)
-            key: Key | None = None
-            if type(mixed) is dict and route.probing:
-                values = mixed.values()
-                try:
-                    key = route.probes.get((*mixed, *values, *map(type, values)))
-                except TypeError:  # an unhashable value: `split` stops probing
-                    key = None
+            # The positional route, inlined: the common case. Arguments that
+            # all go to JAX whole have one key; a plain dict of scalars whose
+            # structure is all static is looked up by its probe, without a
+            # flatten.
+            key: Key | None = route.whole_key
+            if key is not None and route.guard is not None:
+                if type(call[0]) is not route.guard:
+                    key = None  # a subclass's instance: `split` decides
+            elif key is None:
+                mixed = route.get_mixed(call)
+                if type(mixed) is dict and route.probing:
+                    values = mixed.values()
+                    try:
+                        key = route.probes.get((*mixed, *values, *map(type, values)))
+                    except TypeError:  # an unhashable value: `split` stops probing
+                        key = None
             if key is None:
                 key, dynamic = route.split(call, named)
             else:

@@ -12,12 +12,14 @@ from typing import Any
 
 import jax
 
+from ._classes import class_held
 from ._flags import flag_kind
 from ._markers import Marker
 from ._plan import Kind
 from ._rules import is_array_annotation
 from ._spec import (
     AnyNode,
+    ClassNode,
     LeafNode,
     Node,
     NoneNode,
@@ -30,12 +32,21 @@ from ._spec import (
 __all__ = ["PROBE_SCALARS", "StaticKey", "is_sharding", "whole_kind"]
 
 
+def _children(node: Node) -> list[Node]:
+    """The sub-annotations of `node` whose places can hold leaves: a class's
+    fields it keeps in its tree structure are none (`_classes.class_held`)."""
+    if isinstance(node, ClassNode) and isinstance(node.cls, type):
+        held = class_held(node.cls)
+        return [child for name, child in node.children() if name not in held]
+    return [child for _, child in node.children()]
+
+
 def _below(node: Node) -> tuple[set[Marker], bool]:
     """Markers strictly below `node`, and whether an unannotated place is below."""
     markers: set[Marker] = set()
     any_below = False
     seen: set[int] = set()
-    stack = [child for _, child in node.children()]
+    stack = _children(node)
     if isinstance(node, PyTreeNode):
         stack = [node.leaf] if not isinstance(node.leaf, AnyNode) else []
         if isinstance(node.leaf, AnyNode) and node.leaf.marker is not None:
@@ -50,7 +61,7 @@ def _below(node: Node) -> tuple[set[Marker], bool]:
             markers.add(current.marker)
         if isinstance(current, AnyNode):
             any_below = True
-        stack.extend(child for _, child in current.children())
+        stack.extend(_children(current))
     return markers, any_below
 
 
@@ -74,7 +85,7 @@ def _only_arrays(node: Node) -> bool:
             if id(current.body) in seen:
                 continue
             seen.add(id(current.body))
-        stack.extend(child for _, child in current.children())
+        stack.extend(_children(current))
     return True
 
 

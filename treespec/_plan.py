@@ -195,6 +195,9 @@ class Plan:
             self._by_type = {}
         self._get_probed = _getter(self.probe_idx)
         self._lock = threading.Lock()
+        #: Whether the kinds of this structure's leaves follow from their
+        #: types alone (no probe, or only the "infer" probes).
+        self.kinds_by_type = not self.probes or self._by_type is not None
         self.fixed: Split | None = None
         if not self.probe_idx:
             kinds = tuple(info.kind for info in infos if info.kind is not None)

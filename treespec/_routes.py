@@ -245,8 +245,16 @@ class PositionalRoute(Route):
         whole: Sequence[tuple[int, Kind]],
         *,
         probing: bool,
+        guard: type | None = None,
+        fallback: Route | None = None,
     ) -> None:
         super().__init__(ctx)
+        #: Calls whose first argument is not of exactly this class take
+        #: `fallback` (a method's `self` handed over whole, see `Splitter`).
+        self.guard = guard
+        self._fallback = fallback
+        if guard is not None:
+            probing = False  # the probe path would skip the guard
         positional = ctx.spec.positional
         self.npos = len(positional)
         self.whole_idx = tuple(i for i, _ in whole)
@@ -267,6 +275,12 @@ class PositionalRoute(Route):
             else _getter(self.mixed_idx)
         )
         self._interned: dict[Key, StaticKey] = {}
+        #: The key of a single flattened argument that is one traced leaf, by
+        #: the leaf's type (see `_remember_leaf`).
+        self._leaf_keys: dict[type, Key] = {}
+        #: The one key of calls whose arguments all go to JAX whole (read by
+        #: `Jitted.__call__` first).
+        self.whole_key: Key | None = None
         #: `(*keys, *values, *value types)` of a plain dict of scalars -> its key;
         #: read by `Jitted.__call__` before it calls `split`.
         self.probes: dict[Key, StaticKey] = {}
@@ -279,25 +293,50 @@ class PositionalRoute(Route):
         with self._lock:
             super().clear()
             self._interned.clear()
+            self._leaf_keys.clear()
+            self.whole_key = None
             self.probes.clear()
             self.probing = self._may_probe
 
     def split(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[Key, Sequence[Any]]:
+        if self.guard is not None and type(args[0]) is not self.guard:
+            assert self._fallback is not None
+            return self._fallback.split(args, kwargs)
+        if self.whole_key is not None:  # nothing to flatten: one key
+            return self.whole_key, self.get_whole(args)
         mixed = self.get_mixed(args)
+        if self._single:
+            known = self._leaf_keys.get(type(mixed))
+            if known is not None:  # a traced leaf of a type seen before
+                return known, (*self.get_whole(args), mixed)
         leaves, treedef = _flatten(mixed)
         plan = self._plans.get(treedef) or self._plan(
             args, kwargs, treedef, skip=self._skip
         )
         split = plan.fixed or plan.split(leaves)
         if not split.dynamic_idx:
-            return self._intern(split, leaves, mixed), self.get_whole(args)
+            key = self._intern(split, leaves, mixed)
+            if not self.mixed_idx:
+                self.whole_key = key
+            return key, self.get_whole(args)
         static = split.get_static(leaves)
+        if not static and treedef.num_nodes == 1 and plan.kinds_by_type:
+            self._remember_leaf(type(mixed), (split,))
         return (
             (split, *static, *map(type, static)),
             (*self.get_whole(args), *split.get_dynamic(leaves)),
         )
+
+    def _remember_leaf(self, leaf_type: type, key: Key) -> None:
+        """One flattened argument that is a single traced leaf: its key is
+        the same for every leaf of its type (the plan of a leaf is the same,
+        its kind is decided by its type, and no static leaf is in the key), so
+        the next call of that type skips the flatten and the plan."""
+        with self._lock:
+            if len(self._leaf_keys) < MAX_STATIC_KEYS:
+                self._leaf_keys[leaf_type] = key
 
     def _intern(self, split: Split, leaves: Sequence[Any], mixed: Any) -> Key:
         """The interned key of an all-static structure; registers its probe.
@@ -387,6 +426,9 @@ class PositionalRoute(Route):
         return (*whole, *shardings)
 
     def diagnose(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Issue]:
+        if self.guard is not None and type(args[0]) is not self.guard:
+            assert self._fallback is not None
+            return self._fallback.diagnose(args, kwargs)
         leaves, treedef = _flatten(self.get_mixed(args))
         plan = self._plans.get(treedef)
         pairs = plan.split(leaves).pairs(leaves) if plan is not None else []

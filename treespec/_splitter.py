@@ -44,7 +44,8 @@ class Splitter:
     parameters whose unannotated Python floats are traced (what `grad`
     differentiates). `bind_calls`: calls are rewritten to their bound form
     first (not for transforms whose prefix trees follow the call as written,
-    such as `vmap`'s `in_axes`).
+    such as `vmap`'s `in_axes`). `self_class`: the class of a method's
+    unannotated `self` (see `Transformed.__set_name__`).
     """
 
     def __init__(
@@ -59,6 +60,7 @@ class Splitter:
         allow_whole: bool = True,
         float_args: frozenset[int] = frozenset(),
         bind_calls: bool = True,
+        self_class: type | None = None,
     ) -> None:
         self.spec = spec
         self.validate = validate
@@ -73,10 +75,15 @@ class Splitter:
                 kind = whole_kind(param, flags.by_name.get(param.name), default)
                 if kind is not None:
                     whole.append((i, kind))
-        #: The route of a call that passes exactly the positional parameters.
-        self.positional = PositionalRoute(ctx, whole, probing=allow_whole)
         #: The route of every other call.
         self.general = CallRoute(ctx)
+        # A method's `self` read from its class goes to JAX whole only while
+        # it is an instance of that very class (a subclass may add fields).
+        guard = self_class if whole and whole[0][0] == 0 else None
+        #: The route of a call that passes exactly the positional parameters.
+        self.positional = PositionalRoute(
+            ctx, whole, probing=allow_whole, guard=guard, fallback=self.general
+        )
 
     def clear(self) -> None:
         self.positional.clear()

@@ -169,11 +169,21 @@ class Lowered:
     `out_info` holds non-array outputs as their values."""
 
     def __init__(
-        self, lowered: Any, jitted: Jitted[Any, Any], call: StagedCall
+        self,
+        lowered: Any,
+        jitted: Jitted[Any, Any],
+        call: StagedCall,
+        first: tuple[Any, ...] = (),
     ) -> None:
         self._lowered = lowered
         self._jitted = jitted
         self._call = call
+        self._first = first
+
+    def bound(self, *first: Any) -> Lowered:
+        """This lowering, whose `Compiled` takes the arguments after `first`
+        (a method's instance: `model.apply.lower(x)` gives this)."""
+        return Lowered(self._lowered, self._jitted, self._call, first)
 
     def as_text(self, *args: Any, **kwargs: Any) -> str:
         """The lowered module as text (StableHLO)."""
@@ -186,7 +196,7 @@ class Lowered:
         (`compiler_options=...`), passed on as they are.
         """
         compiled = self._lowered.compile(*args, **kwargs)
-        return Compiled(compiled, self._jitted, self._call)
+        return Compiled(compiled, self._jitted, self._call, self._first)
 
     @property
     def in_tree(self) -> Any:
@@ -210,14 +220,19 @@ class Compiled:
     `output_shardings`, ...) are its own."""
 
     def __init__(
-        self, compiled: Any, jitted: Jitted[Any, Any], call: StagedCall
+        self,
+        compiled: Any,
+        jitted: Jitted[Any, Any],
+        call: StagedCall,
+        first: tuple[Any, ...] = (),
     ) -> None:
         self._compiled = compiled
         self._jitted = jitted
         self._call = call
+        self._first = first
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        call = StagedCall(self._jitted, args, kwargs)
+        call = StagedCall(self._jitted, (*self._first, *args), kwargs)
         issues = _mismatches(self._call, call)
         if issues:
             raise ValidationError(issues, f"{self._jitted.spec.name} (compiled)")

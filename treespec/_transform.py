@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-import types
 from collections.abc import Callable, Mapping
 from typing import (
     TYPE_CHECKING,
@@ -20,11 +19,13 @@ from typing import (
 
 from typing_extensions import ParamSpec, Self
 
-from ._api import _spec_for, in_class_body
+from ._api import _spec_for, in_class_body, method_spec
 from ._cache import _owner, freeze
 from ._checked import validation_enabled
+from ._classes import is_class_backed
 from ._errors import SpecError
 from ._flags import Flags, normalize_flags
+from ._methods import method_get
 from ._outputs import WithStatic, split_output
 from ._resolve import check_default
 from ._routes import Key
@@ -89,7 +90,10 @@ class Transformed(Generic[_P, _R]):
         self._fun = fun
         self._default = default
         self._raw_options = (static_flags, validate, allow_whole, in_shardings)
-        self._pending: tuple[Any, ...] | None = (
+        #: The class whose method this is (see `__set_name__`), if any.
+        self._self_class: type | None = None
+        #: What `_build` derives the spec and splitter from.
+        self._build_args = (
             static_flags,
             validate,
             localns,
@@ -98,6 +102,7 @@ class Transformed(Generic[_P, _R]):
             float_args,
             bind_calls,
         )
+        self._pending: tuple[Any, ...] | None = self._build_args
         try:
             self._build()
         except SpecError:
@@ -123,6 +128,11 @@ class Transformed(Generic[_P, _R]):
                 bind_calls,
             ) = pending
             spec = _spec_for(self._fun, localns)
+            owner = self._self_class
+            if owner is not None and not is_class_backed(owner):
+                owner = None  # a plain class: `self` is one leaf, as before
+            if owner is not None:
+                spec = method_spec(spec, owner)
             flags = normalize_flags(static_flags, spec)
             try:
                 signature: inspect.Signature | None = inspect.signature(self._fun)
@@ -148,6 +158,7 @@ class Transformed(Generic[_P, _R]):
                 allow_whole=allow_whole,
                 float_args=floats,
                 bind_calls=bind_calls,
+                self_class=owner,
             )
             self.__treespec_spec__ = spec
             self._built()
@@ -174,7 +185,7 @@ class Transformed(Generic[_P, _R]):
 
     def _cache_options(self) -> tuple[Any, ...]:
         """The options that make this transform what it is (for `_cache_chain`)."""
-        return (self._raw_options, self._default)
+        return (self._raw_options, self._default, self._self_class)
 
     def __getattr__(self, name: str) -> Any:
         # Only called for attributes not set yet: those `_build` sets, when it
@@ -195,20 +206,37 @@ class Transformed(Generic[_P, _R]):
         """The `Spec` derived from the wrapped function's annotations."""
         return self.__treespec_spec__
 
-    @overload
-    def __get__(self, instance: None, owner: type | None = None) -> Self: ...
+    if TYPE_CHECKING:
 
-    @overload
-    def __get__(
-        self: Transformed[Concatenate[_S, _Q], _R],
-        instance: _S,
-        owner: type | None = None,
-    ) -> BoundTransform[_Q, _R]: ...
+        @overload
+        def __get__(self, instance: None, owner: type | None = None) -> Self: ...
 
-    def __get__(self, instance: Any, owner: type | None = None) -> Any:
-        if instance is None:
-            return self
-        return types.MethodType(cast(Any, self), instance)
+        @overload
+        def __get__(
+            self: Transformed[Concatenate[_S, _Q], _R],
+            instance: _S,
+            owner: type | None = None,
+        ) -> BoundTransform[_Q, _R]: ...
+
+        def __get__(self, instance: Any, owner: type | None = None) -> Any: ...
+
+    else:
+        __get__ = method_get  # `_methods.py`: what a bound method is
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        """A method of `owner`: an unannotated `self` is read as an instance of
+        it (its field annotations followed, as for any annotated argument), so
+        an instance whose traced fields are all arrays goes to JAX whole.
+
+        Derived again at first use: the class is not finished yet (Equinox
+        makes a Module a dataclass after this).
+        """
+        with _BUILD_LOCK:
+            self._attribute = name
+            self._self_class = owner
+            for built in _BUILT:
+                self.__dict__.pop(built, None)
+            self._pending = self._build_args
 
     def __repr__(self) -> str:
         name = getattr(self._fun, "__qualname__", None) or repr(self._fun)
