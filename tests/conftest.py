@@ -13,7 +13,7 @@ from typing import Any
 import jax
 import pytest
 
-from treespec._api import _spec_for
+from treespec._api import spec_for
 from treespec._flags import normalize_flags
 from treespec._resolve import build_plan
 
@@ -22,7 +22,7 @@ def resolve(
     fun: Any, *args: Any, _flags: Any = None, _default: str = "infer", **kwargs: Any
 ) -> dict[str, str]:
     """{leaf path: 'static' | 'dynamic' | 'donate'} for one call of `fun`."""
-    spec = _spec_for(fun, inspect.currentframe().f_back.f_locals)  # type: ignore[union-attr]
+    spec = spec_for(fun, inspect.currentframe().f_back.f_locals)  # type: ignore[union-attr]
     plan, issues = build_plan(
         spec, normalize_flags(_flags, spec), _default, args, kwargs, None
     )

@@ -15,13 +15,21 @@ import jax
 
 from ._errors import SpecError, ValidationError
 from ._flags import FlagEntry, Flags, normalize_flags
-from ._hints import _Context, derive_spec, parse_annotation
+from ._hints import Context, derive_spec, parse_annotation
 from ._plan import Kind, LeafInfo, Plan
 from ._resolve import build_plan, check_default, walk_value
 from ._rules import uncovered_fix
 from ._spec import POSITIONAL_KINDS, AnyNode, Spec
 
-__all__ = ["caller_namespace", "explain", "flag_tree", "spec_of"]
+__all__ = [
+    "caller_namespace",
+    "explain",
+    "flag_tree",
+    "in_class_body",
+    "method_spec",
+    "spec_for",
+    "spec_of",
+]
 
 _specs: weakref.WeakKeyDictionary[Any, Spec] = weakref.WeakKeyDictionary()
 _specs_lock = threading.Lock()
@@ -67,13 +75,13 @@ def method_spec(spec: Spec, owner: type) -> Spec:
     if first.node.text or first.kind not in POSITIONAL_KINDS:
         return spec
     module = sys.modules.get(owner.__module__)
-    ctx = _Context(dict(vars(module)) if module else {}, {})
+    ctx = Context(dict(vars(module)) if module else {}, {})
     node = parse_annotation(owner, ctx, f"parameter {first.name!r} of {spec.name}")
     params = (dataclasses.replace(first, node=node), *spec.params[1:])
     return dataclasses.replace(spec, params=params)
 
 
-def _spec_for(fun: Any, localns: Mapping[str, Any]) -> Spec:
+def spec_for(fun: Any, localns: Mapping[str, Any]) -> Spec:
     transform = _bound_transform(fun)
     if transform is not None:  # called without `self`: its spec has none
         of_function: Spec = transform.__treespec_spec__
@@ -126,7 +134,7 @@ def spec_of(fun: Callable[..., Any]) -> Spec:
         print(treespec.spec_of(f))  # Spec(f(n: Static[int], x: float) -> float)
         ```
     """
-    return _spec_for(fun, caller_namespace(1))
+    return spec_for(fun, caller_namespace(1))
 
 
 def _is_function(obj: Any) -> bool:
@@ -186,7 +194,7 @@ def flag_tree(
     localns = caller_namespace(1)
     leaves, treedef = jax.tree_util.tree_flatten(value)
     if annotation_or_fun is not None and _is_function(annotation_or_fun):
-        spec = _spec_for(annotation_or_fun, localns)
+        spec = spec_for(annotation_or_fun, localns)
         if not isinstance(value, (tuple, list)):
             raise SpecError(
                 "flag_tree(value, fun) takes the tuple of fun's positional arguments "
@@ -206,7 +214,7 @@ def flag_tree(
 
         node: Any = AnyNode()
     else:
-        node = parse_annotation(annotation_or_fun, _Context({}, localns), "flag_tree")
+        node = parse_annotation(annotation_or_fun, Context({}, localns), "flag_tree")
     infos, _, uncovered = walk_value(
         value, node, flags=flags, default=default, check=False
     )
@@ -291,7 +299,7 @@ def explain_text(
     localns: Mapping[str, Any],
 ) -> str:
     """What `explain` prints: the annotation tree, or one line per leaf of a call."""
-    spec = _spec_for(fun, localns)
+    spec = spec_for(fun, localns)
     if not args and not kwargs:
         return spec.tree()
     flags = getattr(fun, "_flags", None)

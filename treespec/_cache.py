@@ -19,7 +19,12 @@ import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
 
-__all__ = ["JitState", "freeze", "shared_state"]
+__all__ = [
+    "JitState",
+    "freeze",
+    "owner_of",
+    "shared_state",
+]
 
 #: Option sets kept per function (a function jitted with ever new options is
 #: rare; past this the oldest is dropped, as a bounded cache would).
@@ -81,14 +86,14 @@ _registry: weakref.WeakKeyDictionary[Any, dict[Hashable, JitState]] = (
 _lock = threading.Lock()
 
 
-def _owner(fun: Any) -> tuple[Any, Any]:
+def owner_of(fun: Any) -> tuple[Any, Any]:
     """The function a cache belongs to, and the instance of a bound method."""
     self = getattr(fun, "__self__", None)
     func = getattr(fun, "__func__", None)
     if self is not None and func is not None:
         # A bound method first: of a transform too, whose attributes (its
         # `_cache_identity`) the method object hands on without the instance.
-        owner, inner = _owner(func)
+        owner, inner = owner_of(func)
         return owner, self if inner is None else inner
     identity = getattr(fun, "_cache_identity", None)
     if identity is not None:  # a treespec transform: its innermost function
@@ -103,7 +108,7 @@ def shared_state(fun: Any, options: Hashable, make: Callable[[], JitState]) -> J
     be weakly referenced or the options cannot be hashed.
     """
     try:
-        owner, instance = _owner(fun)
+        owner, instance = owner_of(fun)
         chain = getattr(fun, "_cache_chain", lambda: ())()
         key = (options, chain, id(instance) if instance is not None else None)
         hash(key)

@@ -11,10 +11,10 @@ from typing import Any, TypeVar
 import jax
 from typing_extensions import ParamSpec
 
-from ._api import _spec_for, caller_namespace, in_class_body
+from ._api import caller_namespace, in_class_body, spec_for
 from ._errors import SpecError, ValidationError
 from ._flags import Flags
-from ._hints import _Context, parse_annotation
+from ._hints import Context, parse_annotation
 from ._resolve import walk_value
 from ._splitter import Splitter
 from ._validate import check_call, pairs_of
@@ -72,7 +72,7 @@ def validate(value: _T, annotation: Any) -> _T:
     """
     if not validation_enabled():
         return value
-    node = parse_annotation(annotation, _Context({}, caller_namespace(1)), "value")
+    node = parse_annotation(annotation, Context({}, caller_namespace(1)), "value")
     infos, issues, _ = walk_value(
         value, node, path="value", argument="value", default="infer", check=True
     )
@@ -124,7 +124,7 @@ def checked(fun: Callable[_P, _R]) -> Callable[_P, _R]:
     def splitter() -> Splitter:
         # The transforms' own splitter: plans once per tree structure, and the
         # same checks they run while tracing; here they run on every call.
-        spec = _spec_for(fun, localns)
+        spec = spec_for(fun, localns)
         wrapper.__treespec_spec__ = spec  # type: ignore[attr-defined]
         return Splitter(
             spec,

@@ -20,7 +20,7 @@ import dataclasses
 from typing import Final
 
 from ._markers import Marker
-from ._spec import Node, PyTreeNode, _ClassBacked
+from ._spec import ClassBacked, Node, PyTreeNode
 
 __all__ = [
     "EQX_MODULES",
@@ -95,7 +95,7 @@ def traced_marker(node: Node) -> Marker | None:
         current = stack.pop()
         if current.marker in (Marker.DYNAMIC, Marker.DONATE):
             return current.marker
-        if isinstance(current, _ClassBacked):
+        if isinstance(current, ClassBacked):
             if id(current.body) in seen:
                 continue
             seen.add(id(current.body))

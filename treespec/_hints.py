@@ -35,6 +35,7 @@ from ._rules import (
 )
 from ._spec import (
     AnyNode,
+    ClassBacked,
     ClassNode,
     LeafNode,
     MappingNode,
@@ -45,11 +46,17 @@ from ._spec import (
     SequenceNode,
     Spec,
     UnionNode,
-    _ClassBacked,
 )
 from ._wrappers import report_hidden_markers
 
-__all__ = ["check_unfollowed", "derive_spec", "parse_annotation", "type_text"]
+__all__ = [
+    "Context",
+    "check_unfollowed",
+    "derive_spec",
+    "is_jaxtyping_array",
+    "parse_annotation",
+    "type_text",
+]
 
 _NOT_REQUIRED = {typing_extensions.NotRequired}
 _NOT_REQUIRED |= {typing.NotRequired} if hasattr(typing, "NotRequired") else set()
@@ -102,13 +109,13 @@ def type_text(annotation: Any) -> str:
     return repr(annotation).replace("typing.", "")
 
 
-class _Context:
+class Context:
     """What one derivation needs: namespaces, TypeVar bindings, class cache."""
 
     def __init__(self, globalns: dict[str, Any], localns: Mapping[str, Any]) -> None:
         self.globalns = globalns
         self.localns = dict(localns)
-        self.classes: dict[tuple[Any, ...], _ClassBacked] = {}
+        self.classes: dict[tuple[Any, ...], ClassBacked] = {}
         #: Forward references being expanded (recursive aliases stop there).
         self.expanding: set[str] = set()
 
@@ -142,7 +149,7 @@ class _Context:
             ) from exc
 
 
-def _is_jaxtyping_array(tp: Any) -> bool:
+def is_jaxtyping_array(tp: Any) -> bool:
     jaxtyping = sys.modules.get("jaxtyping")
     return (
         jaxtyping is not None
@@ -193,7 +200,7 @@ def _check_marked_union(node: UnionNode, marker: Any, where: str, text: str) -> 
 
 def parse_annotation(
     annotation: Any,
-    ctx: _Context,
+    ctx: Context,
     where: str,
     bindings: Mapping[Any, Any] | None = None,
     module: str | None = None,
@@ -214,7 +221,7 @@ def parse_annotation(
         leaf = at.parse(leaftype, f"{where} (PyTree leaf)")
         return PyTreeNode(leaf=leaf, text=at.text, origin=where)
     if (
-        _is_jaxtyping_array(annotation)
+        is_jaxtyping_array(annotation)
         or _is_array_class(annotation)
         or _is_array_class(get_origin(annotation))  # np.ndarray[Any, np.dtype[...]]
     ):
@@ -229,7 +236,7 @@ def parse_annotation(
 class _At:
     """The place being parsed: how it reads, where it is, what is bound there."""
 
-    ctx: _Context
+    ctx: Context
     where: str
     text: str
     bindings: Mapping[Any, Any]
@@ -249,7 +256,7 @@ class _At:
 
 def _forward(
     annotation: str | ForwardRef,
-    ctx: _Context,
+    ctx: Context,
     where: str,
     bindings: Mapping[Any, Any],
     module: str | None,
@@ -430,7 +437,7 @@ def _class_node(
     cls: type,
     type_args: tuple[Any, ...],
     bindings: Mapping[Any, Any],
-    ctx: _Context,
+    ctx: Context,
     text: str,
     where: str,
 ) -> Node:
@@ -454,7 +461,7 @@ def _class_node(
 
 
 def _fill_class_node(
-    node: _ClassBacked, cls: type, bindings: Mapping[Any, Any], ctx: _Context
+    node: ClassBacked, cls: type, bindings: Mapping[Any, Any], ctx: Context
 ) -> None:
     """Parse the field annotations of a class-backed node into its body."""
     name = cls.__qualname__
@@ -485,7 +492,7 @@ def _fill_class_node(
     _check_held(node, cls)
 
 
-def _check_held(node: _ClassBacked, cls: type) -> None:
+def _check_held(node: ClassBacked, cls: type) -> None:
     """Markers on fields the class holds in its tree structure (or, for NNX,
     declares data) that cannot be honoured: a `SpecError` now, as the class is
     known (see `_held.py`)."""
@@ -537,7 +544,7 @@ def derive_spec(fun: Any, localns: Mapping[str, Any] | None = None) -> Spec:
                 namespace.setdefault(cell_name, cell.cell_contents)
             except ValueError:
                 continue
-    ctx = _Context(globalns, namespace)
+    ctx = Context(globalns, namespace)
     name = getattr(fun, "__qualname__", None) or getattr(
         target, "__qualname__", repr(fun)
     )

@@ -19,6 +19,7 @@ from ._plan import Kind
 from ._rules import is_array_annotation
 from ._spec import (
     AnyNode,
+    ClassBacked,
     ClassNode,
     LeafNode,
     Node,
@@ -26,7 +27,6 @@ from ._spec import (
     Param,
     PyTreeNode,
     UnionNode,
-    _ClassBacked,
 )
 
 __all__ = ["PROBE_SCALARS", "StaticKey", "is_sharding", "whole_kind"]
@@ -53,7 +53,7 @@ def _below(node: Node) -> tuple[set[Marker], bool]:
             markers.add(node.leaf.marker)
     while stack:
         current = stack.pop()
-        if isinstance(current, _ClassBacked):
+        if isinstance(current, ClassBacked):
             if id(current.body) in seen:
                 continue
             seen.add(id(current.body))
@@ -81,7 +81,7 @@ def _only_arrays(node: Node) -> bool:
             continue
         if isinstance(current, (LeafNode, UnionNode)):
             return False
-        if isinstance(current, _ClassBacked):
+        if isinstance(current, ClassBacked):
             if id(current.body) in seen:
                 continue
             seen.add(id(current.body))

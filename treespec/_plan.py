@@ -21,20 +21,31 @@ from ._markers import Marker
 from ._rules import is_array
 from ._spec import Node
 
-__all__ = ["Held", "Kind", "LeafInfo", "Plan", "Split", "ask_callable", "ask_probe"]
+__all__ = [
+    "Held",
+    "Kind",
+    "LeafInfo",
+    "Plan",
+    "Split",
+    "ask_callable",
+    "ask_probe",
+    "getter",
+    "not_array",
+    "static_in_grad",
+]
 
 
 #: The resolved kind of one leaf: the same three values as the markers.
 Kind = Marker
 
 
-def _not_array(x: Any) -> bool:
+def not_array(x: Any) -> bool:
     return not is_array(x)
 
 
-def _static_in_grad(x: Any) -> bool:
+def static_in_grad(x: Any) -> bool:
     """The "infer" probe inside a differentiated argument: floats are traced too
-    (as `jax.grad` does), everything else as `_not_array` says."""
+    (as `jax.grad` does), everything else as `not_array` says."""
     return not is_array(x) and not isinstance(x, (float, complex))
 
 
@@ -108,10 +119,10 @@ def ask_callable(fn: Callable[[Any], Any], value: Any, where: str, path: str) ->
 
 
 #: Probes whose answer depends on the leaf's type only.
-_BY_TYPE = (_not_array, _static_in_grad)
+_BY_TYPE = (not_array, static_in_grad)
 
 
-def _getter(indices: Sequence[int]) -> Callable[[Sequence[Any]], Sequence[Any]]:
+def getter(indices: Sequence[int]) -> Callable[[Sequence[Any]], Sequence[Any]]:
     """A fast `leaves -> [leaves[i] for i in indices]`, with no Python frame.
 
     A run of consecutive indices (the common case, and the empty one) is one
@@ -151,8 +162,8 @@ class Split:
         self.donate = tuple(
             pos for pos, i in enumerate(self.dynamic_idx) if kinds[i] is Kind.DONATE
         )
-        self.get_static = _getter(self.static_idx)
-        self.get_dynamic = _getter(self.dynamic_idx)
+        self.get_static = getter(self.static_idx)
+        self.get_dynamic = getter(self.dynamic_idx)
 
     def pairs(self, leaves: Sequence[Any]) -> list[tuple[LeafInfo, Kind, Any]]:
         """Each leaf with how it was resolved and its kind (for validation,
@@ -193,7 +204,7 @@ class Plan:
         self._by_type: dict[tuple[type, ...], Split] | None = None
         if self.probes and all(p in _BY_TYPE for p in self.probes):
             self._by_type = {}
-        self._get_probed = _getter(self.probe_idx)
+        self._get_probed = getter(self.probe_idx)
         self._lock = threading.Lock()
         #: Whether the kinds of this structure's leaves follow from their
         #: types alone (no probe, or only the "infer" probes).

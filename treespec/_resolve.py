@@ -21,9 +21,9 @@ from ._classes import held_in, is_class_backed, is_nnx
 from ._errors import Issue, SpecError, a_type, describe_value, location, plural
 from ._flags import FlagEntry, Flags, flag_child, flag_kind, key_name
 from ._held import held_conflict
-from ._hints import _Context, check_unfollowed, parse_annotation
+from ._hints import Context, check_unfollowed, parse_annotation
 from ._markers import Marker
-from ._plan import Held, Kind, LeafInfo, Plan, _not_array, _static_in_grad
+from ._plan import Held, Kind, LeafInfo, Plan, not_array, static_in_grad
 from ._rules import DEFAULT_POLICIES, is_array_annotation, uncovered_fix
 from ._spec import (
     AnyNode,
@@ -79,7 +79,7 @@ def _node_for_class(cls: type) -> Node:
                 import sys
 
                 module = sys.modules.get(cls.__module__)
-                ctx = _Context(dict(vars(module)) if module else {}, {})
+                ctx = Context(dict(vars(module)) if module else {}, {})
                 node = parse_annotation(cls, ctx, cls.__qualname__)
                 _class_nodes[cls] = node
     return node
@@ -361,7 +361,7 @@ def _leaf(
             source = "default 'infer' (a float in a differentiated argument)"
             w.infos.append(
                 LeafInfo(
-                    path, argument, None, source, node, Kind.DYNAMIC, _static_in_grad
+                    path, argument, None, source, node, Kind.DYNAMIC, static_in_grad
                 )
             )
         else:
@@ -373,7 +373,7 @@ def _leaf(
                     "default 'infer'",
                     node,
                     Kind.DYNAMIC,
-                    _not_array,
+                    not_array,
                 )
             )
 

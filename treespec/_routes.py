@@ -40,7 +40,7 @@ import jax
 from ._errors import Issue, SpecError, ValidationError
 from ._flags import FlagEntry, Flags
 from ._layout import PROBE_SCALARS, StaticKey, is_sharding
-from ._plan import Held, Kind, Plan, Split, _getter
+from ._plan import Held, Kind, Plan, Split, getter
 from ._prefix import broadcast_call, top_entry
 from ._resolve import build_plan, held_fields
 from ._spec import Param, Spec
@@ -264,7 +264,7 @@ class PositionalRoute(Route):
         self._whole_params = tuple(positional[i] for i in self.whole_idx)
         self._n_whole = len(self.whole_idx)
         #: The arguments handed to JAX whole, in order.
-        self.get_whole = _getter(self.whole_idx)
+        self.get_whole = getter(self.whole_idx)
         # One flattened argument (the common case) is flattened on its own, not
         # inside a 1-tuple: a tree level less on every call.
         self._single = len(self.mixed_idx) == 1
@@ -272,7 +272,7 @@ class PositionalRoute(Route):
         self.get_mixed: Callable[[Sequence[Any]], Any] = (
             operator.itemgetter(self.mixed_idx[0])
             if self._single
-            else _getter(self.mixed_idx)
+            else getter(self.mixed_idx)
         )
         self._interned: dict[Key, StaticKey] = {}
         #: The key of a single flattened argument that is one traced leaf, by

@@ -13,12 +13,12 @@ from typing import Any, Final
 from ._markers import Marker
 from ._spec import (
     AnyNode,
+    ClassBacked,
     LeafNode,
     Node,
     NoneNode,
     PyTreeNode,
     UnionNode,
-    _ClassBacked,
 )
 
 __all__ = [
@@ -189,7 +189,7 @@ def covered(node: Node) -> Iterator[Node]:
         current = stack.pop()
         if current is not node and current.marker is not None:
             continue
-        if isinstance(current, _ClassBacked):
+        if isinstance(current, ClassBacked):
             if id(current.body) in seen:
                 continue
             seen.add(id(current.body))

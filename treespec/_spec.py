@@ -23,12 +23,13 @@ POSITIONAL_KINDS = (
 
 __all__ = [
     "AnyNode",
+    "ClassBacked",
     "ClassNode",
     "LeafNode",
     "MappingNode",
-    "POSITIONAL_KINDS",
     "Node",
     "NoneNode",
+    "POSITIONAL_KINDS",
     "Param",
     "PyTreeNode",
     "SequenceNode",
@@ -142,7 +143,7 @@ class _Body:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class _ClassBacked(Node):
+class ClassBacked(Node):
     #: The class (the runtime), or its full name (the mypy plugin).
     cls: Any = object
     type_args: tuple[Any, ...] = ()
@@ -161,7 +162,7 @@ class _ClassBacked(Node):
         return (type(self), self.cls, self.type_args, self.marker)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _ClassBacked) and self._key() == other._key()
+        return isinstance(other, ClassBacked) and self._key() == other._key()
 
     def __hash__(self) -> int:
         return hash(self._key())
@@ -173,12 +174,12 @@ class _ClassBacked(Node):
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class ClassNode(_ClassBacked):
+class ClassNode(ClassBacked):
     """A dataclass-like pytree (Equinox module, Flax struct, ...) or NamedTuple."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class MappingNode(_ClassBacked):
+class MappingNode(ClassBacked):
     """A `TypedDict` (fixed keys) or a mapping `dict[K, V]`, `Mapping[K, V]`,
     `OrderedDict[K, V]`, ... (`cls` the container, `values` set)."""
 
@@ -303,7 +304,7 @@ def _inline(node: Node, depth: int = 0, seen: frozenset[int] = frozenset()) -> s
     """
     text = node.text or "Any"
     if (
-        not isinstance(node, _ClassBacked)
+        not isinstance(node, ClassBacked)
         or node.marker is not None  # the marker covers everything below
         or id(node.body) in seen
         or depth >= _INLINE_DEPTH
@@ -329,7 +330,7 @@ def _marked_below(node: Node, seen: frozenset[int]) -> bool:
     for _, child in node.children():
         if child.marker is not None:
             return True
-        if isinstance(child, _ClassBacked):
+        if isinstance(child, ClassBacked):
             if id(child.body) in seen:
                 continue
             if _marked_below(child, seen | {id(child.body)}):
@@ -344,7 +345,7 @@ def _tree_lines(
 ) -> None:
     pad = "  " * depth
     text = node.text or "Any"
-    if isinstance(node, _ClassBacked):
+    if isinstance(node, ClassBacked):
         if id(node.body) in seen:
             lines.append(f"{pad}{label}: {text}  (recursive, see above)")
             return

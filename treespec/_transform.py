@@ -19,8 +19,8 @@ from typing import (
 
 from typing_extensions import ParamSpec, Self
 
-from ._api import _spec_for, in_class_body, method_spec
-from ._cache import _owner, freeze
+from ._api import in_class_body, method_spec, spec_for
+from ._cache import freeze, owner_of
 from ._checked import validation_enabled
 from ._classes import is_class_backed
 from ._errors import SpecError
@@ -127,7 +127,7 @@ class Transformed(Generic[_P, _R]):
                 floats,
                 bind_calls,
             ) = pending
-            spec = _spec_for(self._fun, localns)
+            spec = spec_for(self._fun, localns)
             owner = self._self_class
             if owner is not None and not is_class_backed(owner):
                 owner = None  # a plain class: `self` is one leaf, as before
@@ -173,7 +173,7 @@ class Transformed(Generic[_P, _R]):
         """The function a compile cache of this transform belongs to (the
         innermost function through nested transforms), and a bound method's
         instance (see `_cache.py`)."""
-        return _owner(self._fun)
+        return owner_of(self._fun)
 
     def _cache_chain(self) -> tuple[Any, ...]:
         """This transform and those inside it, with their options, as a key."""

@@ -19,7 +19,7 @@ from beartype.door import is_bearable
 from ._dims import Binding, Bindings, blame, bound_dims
 from ._errors import Issue, ValidationError, argument_of, describe_value, location
 from ._flags import Flags
-from ._hints import _is_jaxtyping_array
+from ._hints import is_jaxtyping_array
 from ._plan import Kind, LeafInfo
 from ._rules import is_array, is_array_like
 from ._spec import AnyNode, LeafNode, Node, NoneNode, Param, Spec, UnionNode
@@ -80,7 +80,7 @@ def _check_array(
 ) -> tuple[bool, str]:
     """(ok, expected) for a dynamic leaf against an array or scalar annotation."""
     annotation = node.annotation
-    if _is_jaxtyping_array(annotation):
+    if is_jaxtyping_array(annotation):
         if _jaxtyping_disabled():
             return True, ""
         if not hasattr(value, "shape"):
@@ -179,7 +179,7 @@ def _dims_of(info: LeafInfo, kind: Kind, value: Any) -> Any:
     if (
         kind is Kind.STATIC
         or not isinstance(node, LeafNode)
-        or not _is_jaxtyping_array(node.annotation)
+        or not is_jaxtyping_array(node.annotation)
         or _jaxtyping_disabled()
     ):
         return None

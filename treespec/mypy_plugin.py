@@ -125,6 +125,7 @@ from treespec._rules import (
 )
 from treespec._spec import (
     AnyNode,
+    ClassBacked,
     ClassNode,
     LeafNode,
     MappingNode,
@@ -132,7 +133,6 @@ from treespec._spec import (
     NoneNode,
     SequenceNode,
     UnionNode,
-    _ClassBacked,
 )
 
 __all__ = ["plugin"]
@@ -867,7 +867,7 @@ def _hashes(node: Node, seen: set[int]) -> bool:
         if node.is_typeddict or node.cls in _UNHASHABLE_CONTAINERS:
             return False
         return node.values is None or _hashes(node.values, seen)
-    if isinstance(node, _ClassBacked):
+    if isinstance(node, ClassBacked):
         if node.hashable is False:
             return False
         if id(node.body) in seen:
@@ -889,7 +889,7 @@ class _Builder:
     """
 
     def __init__(self) -> None:
-        self.classes: dict[tuple[str, str], _ClassBacked] = {}
+        self.classes: dict[tuple[str, str], ClassBacked] = {}
         self.aliases: set[str] = set()
         self.hashing: set[tuple[str, str]] = set()
         #: The classes looked into: the check depends on them (`dmypy`).
@@ -1421,7 +1421,7 @@ def _is_array_node(node: Node) -> bool:
 
 def _flag_child(node: Node, key: object) -> Node | None:
     """The annotation node a prefix entry's key leads to, if known."""
-    if isinstance(node, _ClassBacked):
+    if isinstance(node, ClassBacked):
         return node.fields.get(str(key)) if isinstance(key, str) else None
     if isinstance(node, SequenceNode) and isinstance(key, int):
         return node.child_at(key)
