@@ -20,6 +20,7 @@ from ._plan import Kind, LeafInfo, Plan
 from ._resolve import build_plan, check_default, walk_value
 from ._rules import uncovered_fix
 from ._spec import POSITIONAL_KINDS, AnyNode, Spec
+from ._validate import plan_issues
 
 __all__ = [
     "caller_namespace",
@@ -323,6 +324,7 @@ def explain_text(
         signature=signature,
         float_args=floats if isinstance(floats, frozenset) else frozenset(),
     )
+    issues = plan_issues(spec, flags, plan, args, kwargs, frozenset(), issues)
     leaves = jax.tree_util.tree_leaves((args, kwargs))
     text = f"{spec.name}\n" + format_plan(plan, leaves)
     if issues:

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from jax.tree_util import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey
 
 from ._errors import SpecError, a_type, plural
 from ._spec import Spec
@@ -23,7 +22,6 @@ __all__ = [
     "Flags",
     "flag_child",
     "flag_kind",
-    "key_name",
     "normalize_flags",
     "prefix_child",
 ]
@@ -44,19 +42,6 @@ def flag_kind(entry: FlagEntry) -> str:
     if callable(entry) and not isinstance(entry, type):
         return "callable"
     return "object"
-
-
-def key_name(key: Any) -> Any:
-    """The name or index a JAX key path entry stands for."""
-    if isinstance(key, DictKey):
-        return key.key
-    if isinstance(key, GetAttrKey):
-        return key.name
-    if isinstance(key, SequenceKey):
-        return key.idx
-    if isinstance(key, FlattenedIndexKey):
-        return key.key
-    return key
 
 
 def prefix_child(

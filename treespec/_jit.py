@@ -17,10 +17,10 @@ from ._errors import SpecError, location
 from ._layout import is_sharding
 from ._outputs import WithStatic
 from ._partition import combine
-from ._plan import Kind, Split
+from ._plan import CallView, Kind, Split
 from ._processes import ProcessCheck, check_enabled, log_prefix
 from ._retrace import Seen, describe_retrace, describe_view
-from ._routes import CallView, Key
+from ._routes import Key
 from ._spec import Spec
 from ._stages import Lowered, StagedCall, staged_jit
 from ._transform import Transformed
@@ -340,26 +340,31 @@ class Jitted(Transformed[_P, _R]):
         it lowers and compiles to. `jax.export.export(f)` calls this: see the
         "Ahead of time and export" docs page.
         """
-        call = self._staged_call(args, kwargs)
-        return staged_jit(self, call).trace(*call.args, **call.kwargs)  # type: ignore[no-any-return]
+        call, staged = self._staged(args, kwargs)
+        traced: jax.stages.Traced = staged.trace(*call.args, **call.kwargs)
+        return traced
 
     def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> Lowered:
         """Lower for these arguments, as `jax.jit(...).lower`; `.compile()`
         gives a `Compiled` called like the function."""
-        call = self._staged_call(args, kwargs)
-        lowered = staged_jit(self, call).lower(*call.args, **call.kwargs)
-        return Lowered(lowered, self, call)
+        call, staged = self._staged(args, kwargs)
+        lowered = staged.lower(*call.args, **call.kwargs)
+        return Lowered(lowered, call)
 
     def eval_shape(self, *args: _P.args, **kwargs: _P.kwargs) -> Any:
         """The output for these arguments without computing it: a
         `jax.ShapeDtypeStruct` for each array, the values of the rest."""
-        call = self._staged_call(args, kwargs)
-        staged = staged_jit(self, call)
+        call, staged = self._staged(args, kwargs)
         return call.output(staged.eval_shape(*call.args, **call.kwargs))
+
+    def _staged(self, args: Any, kwargs: Any) -> tuple[StagedCall, Any]:
+        """The call as its stages see it, and the `jax.jit` they are of."""
+        call = self._staged_call(args, kwargs)
+        return call, staged_jit(call, self._traced, self._jax_kwargs)
 
     def _staged_call(self, args: Any, kwargs: Any) -> StagedCall:
         try:
-            return StagedCall(self, args, kwargs)
+            return StagedCall(self._splitter, args, kwargs)
         except TypeError as error:
             if isinstance(error, SpecError):
                 raise

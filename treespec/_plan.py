@@ -19,9 +19,10 @@ import numpy as np
 from ._errors import SpecError, describe_value
 from ._markers import Marker
 from ._rules import is_array
-from ._spec import Node
+from ._spec import Node, Param
 
 __all__ = [
+    "CallView",
     "Held",
     "Kind",
     "LeafInfo",
@@ -243,3 +244,18 @@ class Plan:
                 found = Split(self, tuple(k for k in kinds if k is not None))
                 self._splits[bits] = found
         return found
+
+
+@dataclasses.dataclass
+class CallView:
+    """What a route tells about one call, for validation and retrace messages.
+
+    `whole` are the arguments handed to JAX whole, each with its flag entry;
+    `pairs` are the flattened leaves, each with how it was resolved and its kind;
+    `held` the fields that classes keep in the tree structure (no leaves).
+    """
+
+    whole: list[tuple[Param, Any, Any]]
+    pairs: list[tuple[LeafInfo, Kind, Any]]
+    #: The fields classes of the call keep in their tree structure.
+    held: Sequence[Held] = ()

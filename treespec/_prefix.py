@@ -13,9 +13,9 @@ from typing import Any
 from jax.tree_util import keystr
 
 from ._errors import SpecError, a_type
-from ._flags import key_name, prefix_child
-from ._resolve import child_items
+from ._flags import prefix_child
 from ._spec import Spec
+from ._tree import child_items, key_name
 
 __all__ = ["Entry", "broadcast_call", "broadcast_tree", "top_entry"]
 

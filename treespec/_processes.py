@@ -36,13 +36,10 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from ._errors import Issue, ValidationError, location
-from ._plan import Kind
-
-if TYPE_CHECKING:
-    from ._routes import CallView
+from ._plan import CallView, Kind
 
 __all__ = [
     "CHECK_ENV",

@@ -14,12 +14,11 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import jax
 from jax.tree_util import DictKey, GetAttrKey, SequenceKey, keystr
 
 from ._classes import held_in, is_class_backed, is_nnx
 from ._errors import Issue, SpecError, a_type, describe_value, location, plural
-from ._flags import FlagEntry, Flags, flag_child, flag_kind, key_name
+from ._flags import FlagEntry, Flags, flag_child, flag_kind
 from ._held import held_conflict
 from ._hints import Context, check_unfollowed, parse_annotation
 from ._markers import Marker
@@ -38,13 +37,12 @@ from ._spec import (
     Spec,
     UnionNode,
 )
-from ._validate import first_call_issues
+from ._tree import child_items, key_name
 
 __all__ = [
     "DEFAULTS",
     "build_plan",
     "check_default",
-    "child_items",
     "held_fields",
     "walk_value",
 ]
@@ -83,19 +81,6 @@ def _node_for_class(cls: type) -> Node:
                 node = parse_annotation(cls, ctx, cls.__qualname__)
                 _class_nodes[cls] = node
     return node
-
-
-def child_items(value: Any) -> list[tuple[Any, Any]] | None:
-    """Immediate children of a pytree node with their keys; None for a leaf."""
-    if value is None:
-        return []
-    pairs, treedef_ = jax.tree_util.tree_flatten_with_path(
-        value, is_leaf=lambda x: x is not value
-    )
-    treedef: Any = treedef_
-    if treedef.num_nodes == 1 and treedef.num_leaves == 1 and not pairs[0][0]:
-        return None
-    return [(path[0], child) for path, child in pairs]
 
 
 def _pick(node: UnionNode, value: Any) -> Node:
@@ -513,7 +498,5 @@ def build_plan(
             f"default='error' and no marker or flag covers "
             f"{', '.join(w.uncovered)} in the call of {spec.name}. {uncovered_fix()}"
         )
-    issues = w.issues
-    if check:  # when the call fails, every problem of it, not just its structure
-        issues = first_call_issues(spec, flags, w.infos, args, kwargs, skip, issues)
-    return Plan(treedef, tuple(w.infos), tuple(w.held)), issues
+    # The structure's issues only: `_validate.plan_issues` adds the others.
+    return Plan(treedef, tuple(w.infos), tuple(w.held)), w.issues

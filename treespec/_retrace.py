@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import TYPE_CHECKING
 
 import jax
 from jax.tree_util import keystr
 
 from ._diagnose import aval
-from ._plan import Kind
-
-if TYPE_CHECKING:
-    from ._routes import CallView
+from ._plan import CallView, Kind
 
 __all__ = ["Seen", "describe_retrace", "describe_view"]
 

@@ -40,11 +40,11 @@ import jax
 from ._errors import Issue, SpecError, ValidationError
 from ._flags import FlagEntry, Flags
 from ._layout import PROBE_SCALARS, StaticKey, is_sharding
-from ._plan import Held, Kind, Plan, Split, getter
+from ._plan import CallView, Kind, Plan, Split, getter
 from ._prefix import broadcast_call, top_entry
 from ._resolve import build_plan, held_fields
 from ._spec import Param, Spec
-from ._validate import Pair, call_issues
+from ._validate import call_issues, plan_issues
 
 __all__ = [
     "MAX_STATIC_KEYS",
@@ -100,21 +100,6 @@ def same_call(a: Key, b: Key) -> bool:
         and split_a.kinds == split_b.kinds
         and tuple(a[1:]) == tuple(b[1:])
     )
-
-
-@dataclasses.dataclass
-class CallView:
-    """What a route tells about one call, for validation and retrace messages.
-
-    `whole` are the arguments handed to JAX whole, each with its flag entry;
-    `pairs` are the flattened leaves, each with how it was resolved and its kind;
-    `held` the fields that classes keep in the tree structure (no leaves).
-    """
-
-    whole: list[tuple[Param, Any, FlagEntry]]
-    pairs: list[Pair]
-    #: The fields classes of the call keep in their tree structure.
-    held: Sequence[Held] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,6 +202,10 @@ class Route:
                 skip=skip,
                 float_args=ctx.float_args,
             )
+            if ctx.validate:  # when the call fails, every problem of it
+                issues = plan_issues(
+                    ctx.spec, ctx.flags, plan, args, kwargs, skip, issues
+                )
             if issues:
                 raise ValidationError(issues, ctx.spec.name)
             plan.route = self

@@ -16,9 +16,9 @@ from ._bind import Binder
 from ._errors import ValidationError
 from ._flags import Flags
 from ._layout import whole_kind
+from ._plan import CallView
 from ._routes import (
     CallRoute,
-    CallView,
     Key,
     PositionalRoute,
     Route,

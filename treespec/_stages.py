@@ -27,7 +27,7 @@ called.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -40,7 +40,7 @@ from ._plan import Kind
 from ._routes import Key, key_split, key_static
 
 if TYPE_CHECKING:
-    from ._jit import Jitted
+    from ._splitter import Splitter
 
 __all__ = ["Compiled", "Lowered", "StagedCall", "staged_jit"]
 
@@ -50,9 +50,9 @@ class StagedCall:
     leaves of the split (every leaf flattened, so each has a key path), and
     the dynamic halves of the arguments (`None` at static leaves)."""
 
-    def __init__(self, jitted: Jitted[Any, Any], args: Any, kwargs: Any) -> None:
-        splitter = jitted._splitter
-        self.spec = jitted.spec
+    def __init__(self, splitter: Splitter, args: Any, kwargs: Any) -> None:
+        self.splitter = splitter
+        self.spec = splitter.spec
         self.bound = splitter.bind(tuple(args), dict(kwargs))
         self.key: Key
         self.key, dynamic = splitter.general.split(*self.bound)
@@ -139,22 +139,24 @@ def _in_shardings(call: StagedCall) -> tuple[Any, ...] | None:
     return tuple(args)
 
 
-def staged_jit(jitted: Jitted[Any, Any], call: StagedCall) -> Any:
+def staged_jit(
+    call: StagedCall, traced: Callable[..., Any], options: Mapping[str, Any]
+) -> Any:
     """The `jax.jit` whose stages are those of `call` (see the module docstring)."""
     key = call.key
 
     def staged(*args: Any, **kwargs: Any) -> Any:
         dynamic = jax.tree_util.tree_leaves((args, kwargs))
-        out = jitted._traced(key, *dynamic)
+        out = traced(key, *dynamic)
         if type(out) is WithStatic:  # the program returns the arrays only
             call.static_output = out.static
             return out.dynamic
         return out
 
-    spec = jitted.spec
+    spec = call.spec
     staged.__name__ = spec.name.rpartition(".")[2]
     staged.__qualname__ = spec.name
-    options = dict(jitted._jax_kwargs)
+    options = dict(options)
     argnums, argnames = _donated(call)
     shardings = _in_shardings(call)
     if shardings is not None:
@@ -171,19 +173,17 @@ class Lowered:
     def __init__(
         self,
         lowered: Any,
-        jitted: Jitted[Any, Any],
         call: StagedCall,
         first: tuple[Any, ...] = (),
     ) -> None:
         self._lowered = lowered
-        self._jitted = jitted
         self._call = call
         self._first = first
 
     def bound(self, *first: Any) -> Lowered:
         """This lowering, whose `Compiled` takes the arguments after `first`
         (a method's instance: `model.apply.lower(x)` gives this)."""
-        return Lowered(self._lowered, self._jitted, self._call, first)
+        return Lowered(self._lowered, self._call, first)
 
     def as_text(self, *args: Any, **kwargs: Any) -> str:
         """The lowered module as text (StableHLO)."""
@@ -196,7 +196,7 @@ class Lowered:
         (`compiler_options=...`), passed on as they are.
         """
         compiled = self._lowered.compile(*args, **kwargs)
-        return Compiled(compiled, self._jitted, self._call, self._first)
+        return Compiled(compiled, self._call, self._first)
 
     @property
     def in_tree(self) -> Any:
@@ -222,20 +222,18 @@ class Compiled:
     def __init__(
         self,
         compiled: Any,
-        jitted: Jitted[Any, Any],
         call: StagedCall,
         first: tuple[Any, ...] = (),
     ) -> None:
         self._compiled = compiled
-        self._jitted = jitted
         self._call = call
         self._first = first
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        call = StagedCall(self._jitted, (*self._first, *args), kwargs)
+        call = StagedCall(self._call.splitter, (*self._first, *args), kwargs)
         issues = _mismatches(self._call, call)
         if issues:
-            raise ValidationError(issues, f"{self._jitted.spec.name} (compiled)")
+            raise ValidationError(issues, f"{call.spec.name} (compiled)")
         return self._call.output(self._compiled(*call.args, **call.kwargs))
 
     def as_text(self) -> str:

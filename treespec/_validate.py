@@ -10,22 +10,28 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import numpy as np
 from beartype.door import is_bearable
 
+from ._diagnose import deleted_issue, static_issue, traced_issue
 from ._dims import Binding, Bindings, blame, bound_dims
-from ._errors import Issue, ValidationError, argument_of, describe_value, location
+from ._errors import (
+    RETURN,
+    Issue,
+    ValidationError,
+    argument_of,
+    describe_value,
+    location,
+)
 from ._flags import Flags
 from ._hints import is_jaxtyping_array
-from ._plan import Kind, LeafInfo
+from ._plan import CallView, Kind, LeafInfo, Plan
+from ._resolve import walk_value
 from ._rules import is_array, is_array_like
 from ._spec import AnyNode, LeafNode, Node, NoneNode, Param, Spec, UnionNode
-
-if TYPE_CHECKING:
-    from ._routes import CallView
 
 __all__ = [
     "Whole",
@@ -34,6 +40,7 @@ __all__ = [
     "check_leaves",
     "check_view",
     "first_call_issues",
+    "plan_issues",
     "jaxtyping_context",
     "pairs_of",
     "return_pairs",
@@ -270,8 +277,6 @@ def _whole_and_sorted(
 ) -> tuple[list[Issue], list[Pair]]:
     """The structure issues of the arguments handed over whole (none unless
     `check`), and every pair of the call (theirs too) in parameter order."""
-    from ._resolve import walk_value
-
     issues: list[Issue] = []
     every: list[Pair] = []
     for param, value, flag in whole:
@@ -325,8 +330,6 @@ def call_issues(
 def _every_issue(
     spec: Spec, issues: list[Issue], every: Sequence[Pair], *, check: bool = True
 ) -> list[Issue]:
-    from ._diagnose import deleted_issue, static_issue, traced_issue
-
     # What JAX would refuse first: those issues say why, with a fix, and
     # replace the type check's at the same leaf.
     refused: dict[str, Issue] = {}
@@ -380,6 +383,20 @@ def first_call_issues(
     return _every_issue(spec, [*structure, *found], every)
 
 
+def plan_issues(
+    spec: Spec,
+    flags: Flags,
+    plan: Plan,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    skip: frozenset[int],
+    structure: Sequence[Issue],
+) -> list[Issue]:
+    """Every problem of the call a plan was just built for (`build_plan`
+    gives the structure's, `structure`): see `first_call_issues`."""
+    return first_call_issues(spec, flags, plan.infos, args, kwargs, skip, structure)
+
+
 def check_view(spec: Spec, view: CallView) -> list[Pair]:
     """Validate one call from its route's view; its pairs, for checking the return.
 
@@ -398,9 +415,6 @@ def check_view(spec: Spec, view: CallView) -> list[Pair]:
 
 def return_pairs(value: Any, node: Node) -> tuple[list[Pair], list[Issue]]:
     """The return value's leaves against the return annotation, and its shape issues."""
-    from ._errors import RETURN
-    from ._resolve import walk_value
-
     infos, issues, _ = walk_value(
         value, node, path=RETURN, argument=RETURN, default="infer", check=True
     )
