@@ -459,8 +459,8 @@ def jit(
       when they differ (JAX would silently run a mix of programs). Once per
       compile-cache miss: free on a hit; no check at all with one process.
       `None` (the default): on, unless `TREESPEC_CHECK_PROCESSES=0`. A tracing
-      process waits at most `TREESPEC_PROCESS_TIMEOUT` seconds (else
-      `treespec._processes.timeout`, 60) for the others, then raises naming
+      process waits at most `TREESPEC_PROCESS_TIMEOUT` seconds (60 when it
+      is not set) for the others, then raises naming
       those that did not trace. See the Multi-host docs page.
     - `**jax_jit_kwargs`: passed to `jax.jit` (`in_shardings` and
       `out_shardings` as prefix trees over the arguments and the output,

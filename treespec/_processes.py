@@ -61,7 +61,7 @@ TIMEOUT_ENV = "TREESPEC_PROCESS_TIMEOUT"
 DEFAULT_TIMEOUT = 60.0
 
 #: The module-level default wait, in seconds; `TREESPEC_PROCESS_TIMEOUT` wins
-#: over it. Set `treespec._processes.timeout = 10.0` to wait less.
+#: over it (tests set it; users set the environment variable).
 timeout: float = DEFAULT_TIMEOUT
 
 #: Where a process that waited in vain leaves its message.

@@ -23,7 +23,7 @@ from jax.sharding import PartitionSpec as P
 from launch import init
 
 import treespec
-from treespec import Static, _processes
+from treespec import Static
 
 me = init()
 client = distributed.global_state.client
@@ -94,7 +94,7 @@ assert float(unchecked_env(local, 3 + me)) == 4.0 * (3 + me)
 
 # 5. One process traces, the other hits its cache: the one that traced waits
 # (here 2 s) and names the process missing and its own static values.
-_processes.timeout = 2.0
+os.environ["TREESPEC_PROCESS_TIMEOUT"] = "2"
 
 
 @treespec.jit
