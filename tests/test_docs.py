@@ -173,3 +173,21 @@ def test_readme_ratios_match_the_benchmarks() -> None:
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert cells[2] == _ratio_range(bench, "equinox.filter_jit")
     assert cells[3].split()[0] == _ratio_range(bench, "treespec.jit")
+
+
+def _generated(page: Path) -> str:
+    """The section `benchmarks/report.py` writes into a page."""
+    text = page.read_text()
+    start, end = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->"
+    assert text.count(start) == 1 and text.count(end) == 1, page
+    return text[text.index(start) : text.index(end)]
+
+
+def test_the_performance_page_shows_the_benchmarks_latest_run() -> None:
+    # One run, written into both pages by benchmarks/report.py: the same
+    # tables, with the machine and its load stated.
+    page = _generated(ROOT / "docs" / "performance.md")
+    readme = _generated(ROOT / "benchmarks" / "README.md")
+    assert page == readme
+    assert "load average" in page and "CPU cores" in page
+    assert "### dispatch.py" in page and "### Targets" in page
