@@ -216,6 +216,42 @@ def test_plugin_never_imports_jax() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
+def test_plugin_package_an_edit_to_any_module_invalidates_the_cache(
+    tmp_path: Path,
+) -> None:
+    # mypy_plugin/__init__.py: mypy keys its cache on the plugin module's
+    # `__version__` and the bytes of its `__file__`, the package's __init__.py
+    # alone; an edit to another module of the package must change that key too.
+    import shutil
+
+    shutil.copytree(
+        ROOT / "treespec", tmp_path / "treespec", ignore=shutil.ignore_patterns("*.pyc")
+    )
+    code = (
+        "import treespec.mypy_plugin as p\n"
+        "from mypy.build import take_module_snapshot\n"
+        "print(take_module_snapshot(p))\n"
+    )
+
+    def snapshot() -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(tmp_path)},
+            cwd=tmp_path,
+            timeout=120,
+            check=True,
+        )
+        return done.stdout.strip()
+
+    before = snapshot()
+    assert snapshot() == before
+    with (tmp_path / "treespec" / "mypy_plugin" / "nodes.py").open("a") as f:
+        f.write("\n# an edit\n")
+    assert snapshot() != before
+
+
 def _pyright(paths: list[str]) -> list[dict[str, Any]]:
     """basedpyright's error diagnostics, run by this interpreter (no PATH needed)."""
     if importlib.util.find_spec("basedpyright") is None:

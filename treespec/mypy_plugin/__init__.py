@@ -52,7 +52,9 @@ lazily. Which hook lives in which module: ``README.md`` beside this file.
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Final
 
 from mypy.nodes import TypeAlias
@@ -74,6 +76,21 @@ from .spelling import ANNOTATED, MARKER_ALIASES, analysed_marker
 
 __all__ = ["plugin"]
 
+
+def _digest() -> str:
+    """A digest of this package's modules. mypy keys its cache on a plugin
+    module's `__version__` and on the bytes of its `__file__`, which for a
+    package is this file alone: an edit to any other of its modules must
+    invalidate the cache too, as it did when the plugin was one file."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+#: Read by mypy, not a release number (see `_digest`).
+__version__: Final = _digest()
 
 #: Modules that define no alias of a marked type (a fast path: mypy asks the
 #: plugin about every name in every annotation).
