@@ -66,6 +66,8 @@ def _mypy(folder: Path, config: Path) -> set[tuple[str, int, str]]:
 
 
 def test_plugin_cases() -> None:
+    # Every module of treespec/mypy_plugin/: its README says which case files
+    # exercise which module.
     folder = TYPING / "plugin"
     assert len(list(folder.glob("*.py"))) >= 40
     assert _mypy(folder, TYPING / "mypy-plugin.ini") == _expected(folder)
@@ -90,6 +92,8 @@ def _findings(done: subprocess.CompletedProcess[str]) -> list[str]:
 
 
 def test_same_findings_clean_warm_and_daemon(tmp_path: Path) -> None:
+    # mypy_plugin/class_facts.py (the record in the metadata, shown to dmypy)
+    # and markers.py (a marker's dependencies on the classes it looked into).
     # A clean run, a warm-cache run after an unrelated edit, and dmypy report
     # the same: the models module comes from the cache (its class bodies gone)
     # when the training module is checked again.
@@ -165,13 +169,15 @@ def test_same_findings_clean_warm_and_daemon(tmp_path: Path) -> None:
 
 
 def test_an_internal_failure_is_a_note_and_mypy_goes_on(tmp_path: Path) -> None:
-    # The plugin's checks fail inside (a stand-in for any bug): mypy still
+    # mypy_plugin/markers.py: the plugin's checks (here nodes.Builder) fail
+    # inside (a stand-in for any bug): mypy still
     # finishes, with a note on the annotation and its own errors intact.
     (tmp_path / "broken_plugin.py").write_text(
         "import treespec.mypy_plugin as p\n"
+        "from treespec.mypy_plugin.nodes import Builder\n"
         "def boom(self, t, depth=0):\n"
         "    raise RecursionError('boom')\n"
-        "p._Builder.node = boom\n"
+        "Builder.node = boom\n"
         "plugin = p.plugin\n"
     )
     (tmp_path / "mypy.ini").write_text("[mypy]\nplugins = broken_plugin\n")
@@ -205,8 +211,45 @@ def test_plain_mypy_sees_markers_as_their_types() -> None:
 
 
 def test_plugin_never_imports_jax() -> None:
+    # mypy_plugin/__init__.py and every module it imports.
     code = "import sys, treespec.mypy_plugin; assert 'jax' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_plugin_package_an_edit_to_any_module_invalidates_the_cache(
+    tmp_path: Path,
+) -> None:
+    # mypy_plugin/__init__.py: mypy keys its cache on the plugin module's
+    # `__version__` and the bytes of its `__file__`, the package's __init__.py
+    # alone; an edit to another module of the package must change that key too.
+    import shutil
+
+    shutil.copytree(
+        ROOT / "treespec", tmp_path / "treespec", ignore=shutil.ignore_patterns("*.pyc")
+    )
+    code = (
+        "import treespec.mypy_plugin as p\n"
+        "from mypy.build import take_module_snapshot\n"
+        "print(take_module_snapshot(p))\n"
+    )
+
+    def snapshot() -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(tmp_path)},
+            cwd=tmp_path,
+            timeout=120,
+            check=True,
+        )
+        return done.stdout.strip()
+
+    before = snapshot()
+    assert snapshot() == before
+    with (tmp_path / "treespec" / "mypy_plugin" / "nodes.py").open("a") as f:
+        f.write("\n# an edit\n")
+    assert snapshot() != before
 
 
 def _pyright(paths: list[str]) -> list[dict[str, Any]]:
