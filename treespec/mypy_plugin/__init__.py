@@ -77,13 +77,19 @@ from .spelling import ANNOTATED, MARKER_ALIASES, analysed_marker
 __all__ = ["plugin"]
 
 
+#: The runtime's JAX-free modules whose rules and messages the plugin reads.
+_RULES = ("_markers.py", "_spec.py", "_rules.py", "_held.py")
+
+
 def _digest() -> str:
-    """A digest of this package's modules. mypy keys its cache on a plugin
-    module's `__version__` and on the bytes of its `__file__`, which for a
-    package is this file alone: an edit to any other of its modules must
-    invalidate the cache too, as it did when the plugin was one file."""
+    """A digest of this package's modules and of the rules it reads. mypy keys
+    its cache on a plugin module's `__version__` and on the bytes of its
+    `__file__`, which for a package is this file alone: an edit to any other
+    of its modules, or to a rule, must invalidate the cache too."""
+    here = Path(__file__).parent
     digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
+    paths = [*sorted(here.glob("*.py")), *(here.parent / name for name in _RULES)]
+    for path in paths:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

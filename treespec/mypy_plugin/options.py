@@ -199,7 +199,11 @@ class _Params:
 
     def label(self, i: int) -> str:
         """How parameter `i` is named in a message."""
-        return self.names[i] or f"<positional {self.positional.index(i)}>"
+        if self.names[i]:
+            return str(self.names[i])
+        if i in self.positional:
+            return f"<positional {self.positional.index(i)}>"
+        return "*args" if i == self.star else "**kwargs"  # `Callable[..., T]`
 
 
 def _check_policy(

@@ -55,3 +55,7 @@ class Meth:
 
 g: Callable[[Static[int]], Dynamic[jax.Array]] = lambda n: jax.numpy.ones(n)
 h = treespec.jit(lambda x: x, static_flags=[True])
+
+
+def unnamed(fn: Callable[..., int]) -> None:
+    treespec.jit(fn, default="static")  # parameters mypy has no name for
