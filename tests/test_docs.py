@@ -4,10 +4,14 @@ Blocks of one page share a namespace, top to bottom, as a reader would run
 them. A block whose first line is `# raises: SomeError` must raise that error.
 A `text` block right after Python blocks (no other code block between) shows
 their output: it must be what they print, bar trailing whitespace.
+
+The built site shows this checkout's version and loads the stylesheet that
+wraps output blocks.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import re
@@ -173,3 +177,46 @@ def test_readme_ratios_match_the_benchmarks() -> None:
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert cells[2] == _ratio_range(bench, "equinox.filter_jit")
     assert cells[3].split()[0] == _ratio_range(bench, "treespec.jit")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site as `mkdocs build` makes it from this checkout."""
+    pytest.importorskip("mkdocs", reason="the dev extra builds the docs")
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+
+    where = tmp_path_factory.mktemp("site")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NO_MKDOCS_2_WARNING", "1")
+        config = load_config(str(ROOT / "mkdocs.yml"), site_dir=str(where))
+        build(config)
+    return where
+
+
+def _source_version() -> str:
+    """`__version__` as treespec/__init__.py writes it (not as installed)."""
+    module = ast.parse((ROOT / "treespec" / "__init__.py").read_text())
+    (value,) = (
+        node.value
+        for node in module.body
+        if isinstance(node, ast.Assign)
+        and [getattr(t, "id", None) for t in node.targets] == ["__version__"]
+    )
+    return str(ast.literal_eval(value))
+
+
+def test_site_shows_the_version(site: Path) -> None:
+    version = _source_version()
+    for page in ("index.html", "api/index.html", "transforms/jit/index.html"):
+        footer = (site / page).read_text().partition('class="md-footer"')[2]
+        assert f"treespec {version}" in footer, page
+
+
+def test_site_wraps_output_blocks(site: Path) -> None:
+    page = (site / "validation" / "index.html").read_text()
+    assert 'href="../stylesheets/extra.css"' in page
+    assert 'class="language-text highlight"' in page
+    css = (site / "stylesheets" / "extra.css").read_text()
+    rule = css[css.index(".md-typeset .language-text pre > code") :]
+    assert "white-space: pre-wrap" in rule.partition("}")[0]
