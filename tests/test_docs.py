@@ -4,15 +4,22 @@ Blocks of one page share a namespace, top to bottom, as a reader would run
 them. A block whose first line is `# raises: SomeError` must raise that error.
 A `text` block right after Python blocks (no other code block between) shows
 their output: it must be what they print, bar trailing whitespace.
+
+Code lines fit the site's code box, and the built site shows this checkout's
+version and loads the stylesheet that wraps output blocks.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import importlib
+import inspect
 import io
 import re
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -191,3 +198,148 @@ def test_the_performance_page_shows_the_benchmarks_latest_run() -> None:
     assert page == readme
     assert "load average" in page and "CPU cores" in page
     assert "### dispatch.py" in page and "### Targets" in page
+
+
+#: The characters a code box of the site shows on a desktop screen (Material's
+#: default width): a longer line is cut off there.
+CODE_BOX = 76
+
+#: A fence opening or closing a code block: its indentation, fence, language.
+_FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*\{?\.?([\w+-]*)")
+
+
+def _code_lines(text: str) -> Iterator[tuple[str, int, str]]:
+    """`(language, line number, line)` of every line inside a fenced block,
+    at any indentation, less that of its fence."""
+    fence = None
+    for number, line in enumerate(text.splitlines(), 1):
+        found = _FENCE.match(line)
+        if fence is None:
+            if found:
+                fence = found
+            continue
+        if found and found.group(2).startswith(fence.group(2)) and not found.group(3):
+            fence = None
+            continue
+        yield fence.group(3), number, line[len(fence.group(1)) :]
+
+
+def _too_long(text: str) -> list[str]:
+    """The code lines longer than the code box shows; output (`text`) blocks
+    wrap instead (docs/stylesheets/extra.css)."""
+    return [
+        f"line {number} ({len(line)} characters, {language or 'no language'})"
+        for language, number, line in _code_lines(text)
+        if language != "text" and len(line) > CODE_BOX
+    ]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_code_lines_fit_the_code_box(page: Path) -> None:
+    too_long = _too_long(page.read_text())
+    assert not too_long, f"{page.relative_to(ROOT)}: {too_long}"
+
+
+def test_long_code_lines_are_found() -> None:
+    long = "x" * (CODE_BOX + 1)
+    page = (
+        f"```python\n{'x' * CODE_BOX}\n```\n\n```text\n{long}\n```\n\n"
+        f"!!! note\n\n    ```toml\n    {long}\n    ```\n\n````ini\n```\n{long}\n````\n"
+    )
+    assert _too_long(page) == [
+        f"line 12 ({CODE_BOX + 1} characters, toml)",
+        f"line 17 ({CODE_BOX + 1} characters, ini)",
+    ]
+
+
+def _api_objects() -> dict[str, Any]:
+    """The objects docs/api.md documents (`::: treespec.jit`), by identifier."""
+    found = {}
+    for name in re.findall(r"^::: (\S+)", (ROOT / "docs" / "api.md").read_text(), re.M):
+        module, _, attribute = name.rpartition(".")
+        found[name] = getattr(importlib.import_module(module), attribute)
+    return found
+
+
+def _api_docstrings() -> dict[str, str]:
+    """The docstrings the API page shows: each object's, and its members'."""
+    docs = {}
+    for name, obj in _api_objects().items():
+        docs[name] = inspect.getdoc(obj) or ""
+        if isinstance(obj, type):
+            for member, value in vars(obj).items():
+                if not member.startswith("_") or member == "__call__":
+                    docs[f"{name}.{member}"] = inspect.getdoc(value) or ""
+    return docs
+
+
+def test_api_page_documents_every_public_name() -> None:
+    shown = {name.removeprefix("treespec.") for name in _api_objects()}
+    assert set(treespec.__all__) <= shown
+
+
+def test_api_code_lines_fit_the_code_box() -> None:
+    docstrings = _api_docstrings()
+    assert "treespec._errors.Issue.format" in docstrings
+    # The markers' docstrings are in the source only (at runtime an alias has
+    # Annotated's); their blocks are not indented there.
+    docstrings["treespec._markers"] = (ROOT / "treespec" / "_markers.py").read_text()
+    for name, doc in docstrings.items():
+        assert not _too_long(doc), f"{name}: {_too_long(doc)}"
+
+
+def test_api_examples_run() -> None:
+    # Those of treespec.__all__ run in tests/test_examples.py too; this covers the
+    # classes the page shows that are not importable from treespec.
+    ran = set()
+    for name, doc in _api_docstrings().items():
+        for index, block in enumerate(re.findall(r"```python\n(.*?)```", doc, re.S)):
+            code = compile(inspect.cleandoc(block), f"{name} {index}", "exec")
+            with contextlib.redirect_stdout(io.StringIO()):
+                exec(code, {})
+            ran.add(name)
+    not_exported = {"treespec._stages.Lowered", "treespec._stages.Compiled"}
+    assert not_exported | {"treespec._errors.Issue", "treespec.jit"} <= ran
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site as `mkdocs build` makes it from this checkout."""
+    pytest.importorskip("mkdocs", reason="the dev extra builds the docs")
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+
+    where = tmp_path_factory.mktemp("site")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NO_MKDOCS_2_WARNING", "1")
+        config = load_config(str(ROOT / "mkdocs.yml"), site_dir=str(where))
+        build(config)
+    return where
+
+
+def _source_version() -> str:
+    """`__version__` as treespec/__init__.py writes it (not as installed)."""
+    module = ast.parse((ROOT / "treespec" / "__init__.py").read_text())
+    (value,) = (
+        node.value
+        for node in module.body
+        if isinstance(node, ast.Assign)
+        and [getattr(t, "id", None) for t in node.targets] == ["__version__"]
+    )
+    return str(ast.literal_eval(value))
+
+
+def test_site_shows_the_version(site: Path) -> None:
+    version = _source_version()
+    for page in ("index.html", "api/index.html", "transforms/jit/index.html"):
+        footer = (site / page).read_text().partition('class="md-footer"')[2]
+        assert f"treespec {version}" in footer, page
+
+
+def test_site_wraps_output_blocks(site: Path) -> None:
+    page = (site / "validation" / "index.html").read_text()
+    assert 'href="../stylesheets/extra.css"' in page
+    assert 'class="language-text highlight"' in page
+    css = (site / "stylesheets" / "extra.css").read_text()
+    rule = css[css.index(".md-typeset .language-text pre > code") :]
+    assert "white-space: pre-wrap" in rule.partition("}")[0]

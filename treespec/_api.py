@@ -103,7 +103,7 @@ def spec_for(fun: Any, localns: Mapping[str, Any]) -> Spec:
 
 
 def spec_of(fun: Callable[..., Any]) -> Spec:
-    """The `Spec` derived from `fun`'s annotations.
+    """The [`Spec`][treespec.Spec] derived from `fun`'s annotations.
 
     Derived once per function and cached; a treespec transform returns the spec
     it was built with.
@@ -114,14 +114,14 @@ def spec_of(fun: Callable[..., Any]) -> Spec:
 
     **Returns:**
 
-    An immutable, hashable `Spec`; `repr(spec)` reads like the signature and
-    `spec.tree()` shows every annotation as an indented tree.
+    An immutable, hashable [`Spec`][treespec.Spec]; `repr(spec)` reads like the
+    signature and `spec.tree()` shows every annotation as an indented tree.
 
     **Raises:**
 
-    `SpecError` for a bad annotation: a union whose members disagree on
-    markers, a marker directly inside another, an unresolvable forward
-    reference.
+    [`SpecError`][treespec.SpecError] for a bad annotation: a union whose members
+    disagree on markers, a marker directly inside another, an unresolvable
+    forward reference.
 
     !!! example
 

@@ -46,10 +46,11 @@ def validate(value: _T, annotation: Any) -> _T:
 
     **Raises:**
 
-    `ValidationError` listing every problem: structure (missing or unexpected
-    `TypedDict` keys, wrong containers, tuple lengths), static leaves against
-    their types (beartype), array leaves' shapes and dtypes (jaxtyping, with
-    dimension names bound across the whole value).
+    [`ValidationError`][treespec.ValidationError] listing every problem:
+    structure (missing or unexpected `TypedDict` keys, wrong containers, tuple
+    lengths), static leaves against their types (beartype), array leaves'
+    shapes and dtypes (jaxtyping, with dimension names bound across the whole
+    value).
 
     !!! example
 
@@ -85,8 +86,8 @@ def validate(value: _T, annotation: Any) -> _T:
 def checked(fun: Callable[_P, _R]) -> Callable[_P, _R]:
     """Validate a plain function's arguments and return value on every call.
 
-    The same checks and messages as a validated `treespec.jit`, for code that is
-    not compiled. Decorator order with treespec transforms does not matter:
+    The same checks and messages as a validated [`treespec.jit`][treespec.jit], for
+    code that is not compiled. Decorator order with treespec transforms does not matter:
     inside a trace, traced values are judged by their shapes and dtypes.
 
     **Arguments:**
@@ -95,8 +96,8 @@ def checked(fun: Callable[_P, _R]) -> Callable[_P, _R]:
 
     **Returns:**
 
-    A wrapper with `fun`'s signature that raises `ValidationError` on a bad call
-    or a bad return value.
+    A wrapper with `fun`'s signature that raises
+    [`ValidationError`][treespec.ValidationError] on a bad call or a bad return value.
 
     !!! example
 

@@ -53,7 +53,8 @@ def checkpoint(
     - `fun`: the function whose intermediates are recomputed on the backward
       pass.
     - `policy`, `prevent_cse`: as in JAX.
-    - `static_flags`, `default`, `validate`: as for `treespec.jit`.
+    - `static_flags`, `default`, `validate`: as for
+      [`treespec.jit`][treespec.jit].
 
     **Returns:**
 

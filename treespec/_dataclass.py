@@ -116,9 +116,9 @@ def dataclass(cls: Any = None, /, **kwargs: Any) -> Any:
     structure), so even plain `jax.jit` holds them static; all other fields are
     children. treespec transforms read the same annotations. A `Static` field
     of a mutable container type (`list`, `dict`, `set`, ...) is refused with a
-    `SpecError` when the class is defined: a container changed in place inside
-    metadata is seen by no compile cache, so the compiled code would go stale.
-    Use `tuple[...]`/`frozenset[...]` there.
+    [`SpecError`][treespec.SpecError] when the class is defined: a container
+    changed in place inside metadata is seen by no compile cache, so the
+    compiled code would go stale. Use `tuple[...]`/`frozenset[...]` there.
 
     **Arguments:**
 

@@ -71,7 +71,36 @@ class SpecError(TypeError):
 
 @dataclass(frozen=True)
 class Issue:
-    """One problem with one argument: where, what was expected, what came."""
+    """One problem with one argument: where, what was expected, what came.
+
+    [`ValidationError.issues`][treespec.ValidationError.issues] holds one for
+    each problem found in a call; the error's message is their `format()`, one
+    under the other.
+
+    **Fields:**
+
+    - `loc`: where: the argument and the key path of the leaf
+      (`argument cfg, at cfg['n']`), or `the return value, at ...`.
+    - `expected`: what the annotation asks for there (`Static[int]`,
+      `Float[Array, 'n m'] with n=3 bound by x`).
+    - `got`: what came (`str '3'`, `float32[4,4]`).
+    - `hint`: how to fix it, where one applies; `""` otherwise.
+
+    !!! example
+
+        ```python
+        import treespec
+        from treespec import Static
+
+        try:
+            treespec.validate({"n": "3"}, dict[str, Static[int]])
+        except treespec.ValidationError as e:
+            (issue,) = e.issues
+            assert issue.expected == "Static[int]"
+            assert issue.got == "str '3'"
+            print(issue.format())
+        ```
+    """
 
     loc: str
     expected: str
@@ -79,6 +108,8 @@ class Issue:
     hint: str = ""
 
     def format(self) -> str:
+        """The issue as the error's message shows it: `loc: expected ..., got
+        ...`, and the hint on a line of its own."""
         text = f"{self.loc}: expected {self.expected}, got {self.got}"
         if self.hint:
             text += f"\n    hint: {self.hint}"
@@ -90,8 +121,8 @@ class ValidationError(TypeError):
 
     Every problem found in one call is listed on its own line with three parts:
     where (argument and key path), what was expected, what came, and a hint where
-    one applies. `issues` holds them as `Issue` objects (`loc`, `expected`,
-    `got`, `hint`). It is a `TypeError`.
+    one applies. `issues` holds them as [`Issue`][treespec._errors.Issue]
+    objects (`loc`, `expected`, `got`, `hint`). It is a `TypeError`.
 
     !!! example
 
@@ -111,6 +142,9 @@ class ValidationError(TypeError):
             print(e)
         ```
     """
+
+    issues: tuple[Issue, ...]
+    """Every problem found, in the order of the message's lines."""
 
     def __init__(self, issues: Sequence[Issue], context: str = "") -> None:
         self.issues = tuple(issues)

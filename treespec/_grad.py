@@ -238,7 +238,8 @@ def grad(
     - `wrt`: narrows the leaves further: a prefix tree of the argument (a tuple
       of them for several `argnums`) with `True`/`False`/`None` or callables
       `leaf -> bool`, as `static_flags` takes.
-    - `static_flags`, `default`, `validate`: as for `treespec.jit`.
+    - `static_flags`, `default`, `validate`: as for
+      [`treespec.jit`][treespec.jit].
 
     **Returns:**
 
@@ -275,11 +276,11 @@ def value_and_grad(
     default: str = "infer",
     validate: bool = True,
 ) -> Transformed[_P, Any]:
-    """`jax.value_and_grad` over the dynamic inexact leaves; see `treespec.grad`.
+    """`jax.value_and_grad` over the dynamic inexact leaves; see `grad`.
 
     **Arguments:**
 
-    As for `treespec.grad`.
+    As for [`treespec.grad`][treespec.grad].
 
     **Returns:**
 

@@ -75,12 +75,14 @@ class BoundJitted(Protocol[_Q, _R_co]):
 
 
 class Jitted(Transformed[_P, _R]):
-    """A function compiled by `treespec.jit`. Call it like the original.
+    """A function compiled by [`treespec.jit`][treespec.jit]. Call it like the
+    original.
 
     Besides the call: the stages, as `jax.jit`'s (`.trace(...)`, `.lower(...)`
     then `.compile()`, `.eval_shape(...)`; `jax.export.export(f)` works too,
-    see the "Ahead of time and export" docs page), `.spec` (the derived
-    `Spec`), `.clear_cache()`, and `.trace_count` (how often it traced).
+    see [Ahead of time and export](aot.md)), `.spec` (the derived
+    [`Spec`][treespec.Spec]), `.clear_cache()`, and `.trace_count` (how often
+    it traced).
 
     !!! example
 
@@ -337,16 +339,17 @@ class Jitted(Transformed[_P, _R]):
 
         Its arguments are the user's with `None` at each static leaf (the
         static values are constants of the trace), and so are those of what
-        it lowers and compiles to. `jax.export.export(f)` calls this: see the
-        "Ahead of time and export" docs page.
+        it lowers and compiles to. `jax.export.export(f)` calls this: see
+        [Ahead of time and export](aot.md).
         """
         call, staged = self._staged(args, kwargs)
         traced: jax.stages.Traced = staged.trace(*call.args, **call.kwargs)
         return traced
 
     def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> Lowered:
-        """Lower for these arguments, as `jax.jit(...).lower`; `.compile()`
-        gives a `Compiled` called like the function."""
+        """Lower for these arguments, as `jax.jit(...).lower`: a
+        [`Lowered`][treespec._stages.Lowered], whose `.compile()` gives a
+        [`Compiled`][treespec._stages.Compiled] called like the function."""
         call, staged = self._staged(args, kwargs)
         lowered = staged.lower(*call.args, **call.kwargs)
         return Lowered(lowered, call)
@@ -455,13 +458,14 @@ def jit(
       starts with the process index (`process 1: `).
     - `check_processes`: under `jax.distributed` with more than one process,
       compare each trace's static key (a digest) with every other process's
-      before the program runs, and raise `ValidationError` on every process
-      when they differ (JAX would silently run a mix of programs). Once per
-      compile-cache miss: free on a hit; no check at all with one process.
-      `None` (the default): on, unless `TREESPEC_CHECK_PROCESSES=0`. A tracing
-      process waits at most `TREESPEC_PROCESS_TIMEOUT` seconds (60 when it
-      is not set) for the others, then raises naming
-      those that did not trace. See the Multi-host docs page.
+      before the program runs, and raise
+      [`ValidationError`][treespec.ValidationError] on every process when they
+      differ (JAX would silently run a mix of programs). Once per compile-cache
+      miss: free on a hit; no check at all with one process. `None` (the
+      default): on, unless `TREESPEC_CHECK_PROCESSES=0`. A tracing process
+      waits at most `TREESPEC_PROCESS_TIMEOUT` seconds (60 by default) for the
+      others, then raises naming those that did not trace. See
+      [Multi-host](multihost.md).
     - `**jax_jit_kwargs`: passed to `jax.jit` (`in_shardings` and
       `out_shardings` as prefix trees over the arguments and the output,
       `device`, `backend`, `keep_unused`, `compiler_options`, ...).
@@ -470,9 +474,9 @@ def jit(
 
     **Returns:**
 
-    A `Jitted` wrapper with `fun`'s signature, plus `.lower(...)`, `.spec` and
-    `.clear_cache()`. Outputs may hold non-array leaves; they come back as the
-    Python objects.
+    A [`Jitted`][treespec.Jitted] wrapper with `fun`'s signature, plus
+    `.lower(...)`, `.spec` and `.clear_cache()`. Outputs may hold non-array
+    leaves; they come back as the Python objects.
 
     !!! example
 

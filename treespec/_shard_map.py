@@ -122,11 +122,12 @@ def shard_map(
     - `in_specs`: a `PartitionSpec` (or None: replicated) for everything, a
       tuple with one per positional argument, a dict by parameter name, or
       prefix trees below; entries at static leaves are ignored (a spec written
-      at a static leaf itself is a `SpecError`). Static leaves reach every
-      shard as the Python values.
+      at a static leaf itself is a [`SpecError`][treespec.SpecError]). Static
+      leaves reach every shard as the Python values.
     - `out_specs`: as in JAX, over the array outputs.
     - `check_vma`: as in JAX.
-    - `static_flags`, `default`, `validate`: as for `treespec.jit`.
+    - `static_flags`, `default`, `validate`: as for
+      [`treespec.jit`][treespec.jit].
 
     **Returns:**
 

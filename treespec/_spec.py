@@ -227,8 +227,9 @@ class Param:
 class Spec:
     """What a function's annotations say about every argument, derived once.
 
-    Immutable and hashable. `params` follows the signature's order; `returns` is
-    the return annotation's node; `tree()` renders it as an indented tree.
+    Immutable and hashable; [`spec_of`][treespec.spec_of] and a transform's
+    `.spec` give it. `params` follows the signature's order; `returns` is the
+    return annotation's node; `tree()` renders it as an indented tree.
 
     !!! example
 
@@ -250,6 +251,8 @@ class Spec:
     returns: Node = dataclasses.field(default_factory=AnyNode)
 
     def param(self, name: str) -> Param | None:
+        """The parameter called `name` (its `name`, `kind` and annotation
+        `node`), or `None` if the function has none of that name."""
         for p in self.params:
             if p.name == name:
                 return p

@@ -165,10 +165,30 @@ def staged_jit(
 
 
 class Lowered:
-    """`Jitted.lower`'s result: JAX's `Lowered`, compiled into a `Compiled` that
-    is called like the function. Names JAX's `Lowered` has (`as_text`,
-    `compiler_ir`, `cost_analysis`, `in_tree`, `args_info`, ...) are its own;
-    `out_info` holds non-array outputs as their values."""
+    """What [`Jitted.lower`][treespec.Jitted.lower] gives: JAX's `Lowered`,
+    compiled into a [`Compiled`][treespec._stages.Compiled] that is called like
+    the function.
+
+    Names JAX's `Lowered` has (`as_text`, `compiler_ir`, `cost_analysis`,
+    `in_tree`, `args_info`, ...) are its own; `out_info` holds non-array
+    outputs as their values. See [Ahead of time and export](aot.md).
+
+    !!! example
+
+        ```python
+        import jax.numpy as jnp
+        import treespec
+        from treespec import Static
+
+        @treespec.jit
+        def f(x, n: Static[int]):
+            return x * n, "done"
+
+        lowered = f.lower(jnp.ones(2), 3)
+        assert lowered.out_info[1] == "done"
+        assert "stablehlo" in lowered.as_text()
+        ```
+    """
 
     def __init__(
         self,
@@ -214,10 +234,32 @@ class Lowered:
 
 class Compiled:
     """An executable for one tree structure and one set of static values,
-    called like the function; a call it was not compiled for is a
-    `ValidationError` naming each leaf that differs. Names JAX's `Compiled`
-    has (`as_text`, `cost_analysis`, `memory_analysis`, `input_shardings`,
-    `output_shardings`, ...) are its own."""
+    called like the function.
+
+    A call it was not compiled for is a
+    [`ValidationError`][treespec.ValidationError] naming each leaf that
+    differs. Names JAX's `Compiled` has (`as_text`, `cost_analysis`,
+    `memory_analysis`, `input_shardings`, `output_shardings`, ...) are its own.
+
+    !!! example
+
+        ```python
+        import jax.numpy as jnp
+        import treespec
+        from treespec import Static
+
+        @treespec.jit
+        def f(x, n: Static[int]):
+            return x * n
+
+        compiled = f.lower(jnp.ones(2), 3).compile()
+        print(compiled(jnp.zeros(2), 3))
+        try:
+            compiled(jnp.ones(2), 4)
+        except treespec.ValidationError as e:
+            print(e)
+        ```
+    """
 
     def __init__(
         self,
@@ -230,6 +272,8 @@ class Compiled:
         self._first = first
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the executable with the function's arguments, static leaves
+        included; they must be those it was compiled for."""
         call = StagedCall(self._call.splitter, (*self._first, *args), kwargs)
         issues = _mismatches(self._call, call)
         if issues:

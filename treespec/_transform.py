@@ -203,7 +203,8 @@ class Transformed(Generic[_P, _R]):
 
     @property
     def spec(self) -> Spec:
-        """The `Spec` derived from the wrapped function's annotations."""
+        """The [`Spec`][treespec.Spec] derived from the wrapped function's
+        annotations."""
         return self.__treespec_spec__
 
     if TYPE_CHECKING:

@@ -232,10 +232,11 @@ def vmap(
       entry per positional argument, a dict by parameter name, or prefix trees
       below), and entries may be callables `leaf -> axis or None`. Static
       leaves are never mapped; an axis written at a static leaf itself is a
-      `SpecError`. Keyword arguments are mapped over axis 0 unless a dict names
-      them.
+      [`SpecError`][treespec.SpecError]. Keyword arguments are mapped over axis 0
+      unless a dict names them.
     - `out_axes`, `axis_name`, `axis_size`: as in JAX.
-    - `static_flags`, `default`, `validate`: as for `treespec.jit`.
+    - `static_flags`, `default`, `validate`: as for
+      [`treespec.jit`][treespec.jit].
 
     **Returns:**
 
@@ -332,9 +333,10 @@ def pmap(
 
     - `fun`: the function to run once per device.
     - `axis_name`, `out_axes`, `devices`, `backend`, `axis_size`: as in JAX.
-    - `in_axes`: as for `treespec.vmap` (static leaves are never mapped).
-    - `static_flags`, `default`, `validate`: as for `treespec.jit`; `Donate`
-      leaves are donated.
+    - `in_axes`: as for [`treespec.vmap`][treespec.vmap] (static leaves are
+      never mapped).
+    - `static_flags`, `default`, `validate`: as for
+      [`treespec.jit`][treespec.jit]; `Donate` leaves are donated.
 
     **Returns:**
 
