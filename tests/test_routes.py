@@ -823,3 +823,49 @@ def test_the_call_route_keeps_structures_apart_too(counter: dict[str, int]) -> N
         _, got = f(jnp.ones(1), n=n)
         assert _same(got, n)
     assert counter["n"] == 5  # 1 twice: one trace
+
+
+def test_the_same_immutable_static_objects_reuse_the_last_key() -> None:
+    # S4's shape: traced leaves beside static ones. A call whose static leaves
+    # are the very objects of the last call (builtin, immutable) reuses its
+    # interned key; equal new objects make an equal key, so one trace.
+    count = {"n": 0}
+
+    @treespec.jit
+    def f(x: jax.Array, cfg: dict[str, Any]) -> jax.Array:
+        count["n"] += 1
+        return x * cfg["k"]
+
+    cfg = {"k": 3, "name": "a", "w": jnp.ones(1)}
+    key1, _ = f._splitter.split_call((jnp.ones(1), cfg), {})
+    key2, _ = f._splitter.split_call((jnp.ones(1), cfg), {})
+    assert key1 is key2
+    f(jnp.ones(1), cfg)
+    f(jnp.ones(1), {"k": int("3"), "name": "".join("a"), "w": jnp.ones(1)})
+    assert count["n"] == 1
+    f(jnp.ones(1), {**cfg, "k": 4})
+    assert count["n"] == 2
+
+
+class _Mutable:
+    """Hashable by a field that changes in place (JAX #9024's trap)."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+    def __hash__(self) -> int:
+        return hash(self.k)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Mutable) and other.k == self.k
+
+
+def test_a_static_object_changed_in_place_is_never_answered_by_identity() -> None:
+    @treespec.jit
+    def f(x: jax.Array, m: Static[_Mutable], n: Static[int]) -> jax.Array:
+        return x * m.k * n
+
+    m = _Mutable(2)
+    np.testing.assert_allclose(f(jnp.ones(1), m, 1), 2.0)
+    m.k = 5  # the same object, another value: the key must see it
+    np.testing.assert_allclose(f(jnp.ones(1), m, 1), 5.0)

@@ -29,7 +29,7 @@ from ._spec import (
     UnionNode,
 )
 
-__all__ = ["PROBE_SCALARS", "StaticKey", "is_sharding", "whole_kind"]
+__all__ = ["PROBE_SCALARS", "MixedKey", "StaticKey", "is_sharding", "whole_kind"]
 
 
 def _children(node: Node) -> list[Node]:
@@ -137,6 +137,14 @@ class StaticKey(tuple):  # type: ignore[type-arg]
     __hash__ = object.__hash__
     __eq__ = object.__eq__
     __ne__ = object.__ne__
+
+
+class MixedKey(StaticKey):
+    """An interned key of a structure with traced leaves too, whose static
+    leaves are all of immutable builtin types (`PositionalRoute._static_key`):
+    the same identity semantics as `StaticKey`."""
+
+    __slots__ = ()
 
 
 #: Leaf types whose `==` is exact enough to stand for the leaf in a probe (see

@@ -149,6 +149,7 @@ class Split:
         "get_dynamic",
         "get_static",
         "kinds",
+        "last",
         "plan",
         "static_idx",
     )
@@ -158,6 +159,9 @@ class Split:
         self.kinds = kinds
         #: The compiled callable for this split, set by the transform that owns it.
         self.caller: Any = None
+        #: The static leaves of the last call and its interned key (set by the
+        #: positional route, see `PositionalRoute._static_key`).
+        self.last: tuple[tuple[Any, ...], Any] | None = None
         self.static_idx = tuple(i for i, k in enumerate(kinds) if k is Kind.STATIC)
         self.dynamic_idx = tuple(i for i, k in enumerate(kinds) if k is not Kind.STATIC)
         self.donate = tuple(

@@ -39,7 +39,7 @@ import jax
 
 from ._errors import Issue, SpecError, ValidationError
 from ._flags import FlagEntry, Flags
-from ._layout import PROBE_SCALARS, StaticKey, is_sharding
+from ._layout import PROBE_SCALARS, MixedKey, StaticKey, is_sharding
 from ._plan import CallView, Kind, Plan, Split, getter
 from ._prefix import broadcast_call, top_entry
 from ._resolve import build_plan, held_fields
@@ -71,6 +71,12 @@ Key = tuple[Any, ...]
 #: JAX's own bounded cache: only a function called with thousands of static
 #: configurations, each compiled, ever reaches it).
 MAX_STATIC_KEYS = 4096
+
+
+def _immutable(value: Any) -> bool:
+    """A leaf of an immutable builtin type or an enum member: one whose
+    identity may stand for its value (`PROBE_SCALARS`)."""
+    return type(value) in PROBE_SCALARS or isinstance(value, enum.Enum)
 
 
 def make_key(split: Split, static: Sequence[Any]) -> Key:
@@ -311,12 +317,36 @@ class PositionalRoute(Route):
                 self.whole_key = key
             return key, self.get_whole(args)
         static = split.get_static(leaves)
+        last = split.last
+        if last is not None and all(map(operator.is_, static, last[0])):
+            key = last[1]  # the same immutable objects as the last call
+        else:
+            key = self._static_key(split, static)
         if not static and treedef.num_nodes == 1 and plan.kinds_by_type:
-            self._remember_leaf(type(mixed), (split,))
-        return (
-            (split, *static, *map(type, static)),
-            (*self.get_whole(args), *split.get_dynamic(leaves)),
-        )
+            self._remember_leaf(type(mixed), key)
+        return key, (*self.get_whole(args), *split.get_dynamic(leaves))
+
+    def _static_key(self, split: Split, static: Sequence[Any]) -> Key:
+        """The key of a call with traced and static leaves. When every static
+        leaf is of an immutable builtin type, the key is interned and kept on
+        the split with its leaves: a next call with the very same objects
+        (identity, never equality: a mutable object changed in place would
+        give a stale trace) reuses it, and JAX hashes it by identity."""
+        full = make_key(split, static)
+        if not all(map(_immutable, static)):
+            return full
+        key = self._interned.get(full) or self._add_key(full, MixedKey)
+        split.last = (tuple(static), key)
+        return key
+
+    def _add_key(self, full: Key, kind: type[StaticKey]) -> StaticKey:
+        """Intern `full` (starting over past `MAX_STATIC_KEYS`: probes too,
+        since they answer with interned keys)."""
+        with self._lock:
+            if len(self._interned) >= MAX_STATIC_KEYS:
+                self.probes.clear()
+                self._interned.clear()
+            return self._interned.setdefault(full, kind(full))
 
     def _remember_leaf(self, leaf_type: type, key: Key) -> None:
         """One flattened argument that is a single traced leaf: its key is
@@ -346,15 +376,10 @@ class PositionalRoute(Route):
             # then names the leaf.
             return full
         if key is None:
-            if len(self._interned) >= MAX_STATIC_KEYS:
-                self.probes.clear()
-                self._interned.clear()
-            key = self._interned.setdefault(full, StaticKey(full))
+            key = self._add_key(full, StaticKey)
         if type(mixed) is dict and self.probing:
             values = mixed.values()
-            if all(type(k) is str for k in mixed) and all(
-                type(v) in PROBE_SCALARS or isinstance(v, enum.Enum) for v in values
-            ):
+            if all(type(k) is str for k in mixed) and all(map(_immutable, values)):
                 if len(self.probes) >= MAX_STATIC_KEYS:
                     self.probes.clear()  # many key orders of few configs
                 probe = (*mixed, *values, *map(type, values))
