@@ -343,3 +343,21 @@ def test_site_wraps_output_blocks(site: Path) -> None:
     css = (site / "stylesheets" / "extra.css").read_text()
     rule = css[css.index(".md-typeset .language-text pre > code") :]
     assert "white-space: pre-wrap" in rule.partition("}")[0]
+
+
+def test_the_home_pages_figures_are_the_benchmarks() -> None:
+    # "Why treespec" quotes three ratios of the latest run (benchmarks/README.md).
+    ratios = dict(
+        re.findall(
+            r"^\| (.+?) \| ([\d.]+) \|$",
+            _generated(ROOT / "benchmarks" / "README.md"),
+            flags=re.M,
+        )
+    )
+    home = " ".join((ROOT / "docs" / "index.md").read_text().split())
+    s1 = ratios["S1 treespec.jit (hints) / jax.jit"]
+    eqx = float(ratios["S1 equinox.filter_jit / treespec.jit (hints)"])
+    method = ratios["method treespec.jit / jax.jit"]
+    assert f"{s1}x `jax.jit` for a config plus parameters (S1)" in home
+    assert f"`equinox.filter_jit` took {eqx:.1f}x treespec's time" in home
+    assert f"{method}x for a jitted method of an Equinox Module" in home

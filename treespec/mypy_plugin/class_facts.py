@@ -23,8 +23,10 @@ from .spelling import raw_marked
 
 #: The per-class record the plugin keeps in `TypeInfo.metadata` (the cache
 #: carries it): `decorators` (full names), `static` (fields a specifier makes
-#: pytree metadata), `hash` ("none": the class makes its instances unhashable,
-#: "set": it makes them hashable, absent: inherited).
+#: pytree metadata), `held` (those fields, each with the kind of switch that
+#: holds it), `data` (the attributes NNX is told are data, with how),
+#: `hash` ("none": the class makes its instances unhashable, "set": it makes
+#: them hashable, absent: inherited).
 _META: Final = "treespec"
 
 #: Decorators that register a dataclass as a pytree whose fields are children.

@@ -22,6 +22,8 @@ from mypy.types import (
 
 from treespec._rules import ARRAY_TYPES, MAPPING_TYPES, SEQUENCE_TYPES
 
+from .spelling import MAX_DEPTH
+
 EVAL_SHAPE: Final = "treespec._checkpoint.eval_shape"
 _SHAPE_DTYPE_STRUCT: Final = ("jax.ShapeDtypeStruct", "jax._src.core.ShapeDtypeStruct")
 
@@ -30,7 +32,7 @@ def _shaped(typ: Type, sds: Instance, depth: int = 0) -> Type:
     """`typ` with `jax.ShapeDtypeStruct` for each array type in it: the type of
     what `eval_shape` returns for a function that returns `typ`. A pytree class
     stays itself: the result is an instance of it."""
-    if depth > 40:
+    if depth > MAX_DEPTH:
         return AnyType(TypeOfAny.special_form)
     proper = get_proper_type(typ)
     if isinstance(proper, Instance):
