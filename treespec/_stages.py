@@ -42,7 +42,7 @@ from ._routes import Key, key_split, key_static
 if TYPE_CHECKING:
     from ._splitter import Splitter
 
-__all__ = ["Compiled", "Lowered", "StagedCall", "staged_jit"]
+__all__ = ["Compiled", "Lowered", "Stage", "StagedCall", "staged_jit"]
 
 
 class StagedCall:
@@ -164,7 +164,35 @@ def staged_jit(
     return jax.jit(staged, donate_argnums=argnums, donate_argnames=argnames, **options)
 
 
-class Lowered:
+class Stage:
+    """What `Lowered` and `Compiled` share: JAX's own object of that stage,
+    the call it was made for, and the arguments bound first (a method's
+    instance). Names JAX's object has are its own, forwarded."""
+
+    def __init__(self, jax_stage: Any, call: StagedCall, first: tuple[Any, ...] = ()):
+        self._jax = jax_stage
+        self._call = call
+        self._first = first
+
+    def as_text(self, *args: Any, **kwargs: Any) -> str:
+        """The module as text (StableHLO when lowered)."""
+        return str(self._jax.as_text(*args, **kwargs))
+
+    @property
+    def in_tree(self) -> Any:
+        """The structure of the arguments, `None` at static leaves."""
+        return self._jax.in_tree
+
+    @property
+    def out_info(self) -> Any:
+        """The output: `jax.ShapeDtypeStruct` for arrays, the values of the rest."""
+        return self._call.output(self._jax.out_info)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._jax, name)
+
+
+class Lowered(Stage):
     """What [`Jitted.lower`][treespec.Jitted.lower] gives: JAX's `Lowered`,
     compiled into a [`Compiled`][treespec._stages.Compiled] that is called like
     the function.
@@ -190,24 +218,10 @@ class Lowered:
         ```
     """
 
-    def __init__(
-        self,
-        lowered: Any,
-        call: StagedCall,
-        first: tuple[Any, ...] = (),
-    ) -> None:
-        self._lowered = lowered
-        self._call = call
-        self._first = first
-
     def bound(self, *first: Any) -> Lowered:
         """This lowering, whose `Compiled` takes the arguments after `first`
         (a method's instance: `model.apply.lower(x)` gives this)."""
-        return Lowered(self._lowered, self._call, first)
-
-    def as_text(self, *args: Any, **kwargs: Any) -> str:
-        """The lowered module as text (StableHLO)."""
-        return str(self._lowered.as_text(*args, **kwargs))
+        return Lowered(self._jax, self._call, first)
 
     def compile(self, *args: Any, **kwargs: Any) -> Compiled:
         """Compile; the result is called with the same arguments as the function.
@@ -215,24 +229,11 @@ class Lowered:
         Arguments are those of `jax.stages.Lowered.compile`
         (`compiler_options=...`), passed on as they are.
         """
-        compiled = self._lowered.compile(*args, **kwargs)
+        compiled = self._jax.compile(*args, **kwargs)
         return Compiled(compiled, self._call, self._first)
 
-    @property
-    def in_tree(self) -> Any:
-        """The structure of the arguments, `None` at static leaves."""
-        return self._lowered.in_tree
 
-    @property
-    def out_info(self) -> Any:
-        """The output: `jax.ShapeDtypeStruct` for arrays, the values of the rest."""
-        return self._call.output(self._lowered.out_info)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._lowered, name)
-
-
-class Compiled:
+class Compiled(Stage):
     """An executable for one tree structure and one set of static values,
     called like the function.
 
@@ -261,16 +262,6 @@ class Compiled:
         ```
     """
 
-    def __init__(
-        self,
-        compiled: Any,
-        call: StagedCall,
-        first: tuple[Any, ...] = (),
-    ) -> None:
-        self._compiled = compiled
-        self._call = call
-        self._first = first
-
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the executable with the function's arguments, static leaves
         included; they must be those it was compiled for."""
@@ -278,24 +269,7 @@ class Compiled:
         issues = _mismatches(self._call, call)
         if issues:
             raise ValidationError(issues, f"{call.spec.name} (compiled)")
-        return self._call.output(self._compiled(*call.args, **call.kwargs))
-
-    def as_text(self) -> str:
-        """The compiled module as text."""
-        return str(self._compiled.as_text())
-
-    @property
-    def in_tree(self) -> Any:
-        """The structure of the arguments, `None` at static leaves."""
-        return self._compiled.in_tree
-
-    @property
-    def out_info(self) -> Any:
-        """The output: `jax.ShapeDtypeStruct` for arrays, the values of the rest."""
-        return self._call.output(self._compiled.out_info)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._compiled, name)
+        return self._call.output(self._jax(*call.args, **call.kwargs))
 
 
 class Mismatch(Issue):
