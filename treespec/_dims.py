@@ -52,10 +52,6 @@ def bound_dims(annotation: Any, shape: Sequence[int]) -> Dims:
     return dims
 
 
-def _shown(size: Any) -> str:
-    return str(size)
-
-
 @dataclasses.dataclass
 class Bindings:
     """Dimension sizes bound so far in one call, and the leaf that bound each
@@ -75,7 +71,7 @@ class Bindings:
             t.lstrip("#*") for t in str(getattr(annotation, "dim_str", "")).split()
         ]
         bound = [
-            f"{n}={_shown(self.sizes[n][0])} bound by {self.sizes[n][1]}"
+            f"{n}={self.sizes[n][0]} bound by {self.sizes[n][1]}"
             for n in dict.fromkeys(names)
             if n in self.sizes
         ]
@@ -121,7 +117,7 @@ def blame(bindings: Sequence[Binding]) -> tuple[dict[str, Blame], set[str]]:
         involved.update(b.path for members in by_size.values() for b in members)
         right = _right_size(by_size)
         listed = [  # the size to match first, then the others as bound
-            f"{name}={_shown(size)} from {', '.join(b.path for b in by_size[size])}"
+            f"{name}={size} from {', '.join(b.path for b in by_size[size])}"
             for size in dict.fromkeys([right, *by_size])
         ]
         leaves = sum(len(m) for m in by_size.values())
@@ -138,7 +134,7 @@ def blame(bindings: Sequence[Binding]) -> tuple[dict[str, Blame], set[str]]:
     blamed = {
         path: Blame(
             ", ".join(
-                f"{name}={_shown(size)} bound by {', '.join(paths)}"
+                f"{name}={size} bound by {', '.join(paths)}"
                 for name, size, paths in found
             ),
             "; ".join(hints.get(path, [])),

@@ -39,7 +39,6 @@ __all__ = [
     "check_call",
     "check_leaves",
     "check_view",
-    "first_call_issues",
     "plan_issues",
     "jaxtyping_context",
     "pairs_of",
@@ -82,6 +81,14 @@ def _text(node: Node, kind: Kind) -> str:
     return text
 
 
+def _shaped(value: Any) -> tuple[Any, bool]:
+    """`value` with a shape (a Python scalar as a NumPy one), and whether its
+    shape is symbolic (a `jax.export` trace), which jaxtyping cannot check."""
+    if not hasattr(value, "shape"):
+        value = np.asarray(value)
+    return value, not all(isinstance(d, int) for d in value.shape)
+
+
 def _check_array(
     node: LeafNode, value: Any, path: str, bindings: Bindings
 ) -> tuple[bool, str]:
@@ -90,9 +97,8 @@ def _check_array(
     if is_jaxtyping_array(annotation):
         if _jaxtyping_disabled():
             return True, ""
-        if not hasattr(value, "shape"):
-            value = np.asarray(value)
-        if not all(isinstance(d, int) for d in value.shape):
+        value, symbolic = _shaped(value)
+        if symbolic:
             # Symbolic dimensions (`jax.export`): jaxtyping cannot compare
             # them; the dtype is still checked.
             dtypes = getattr(annotation, "dtypes", None)
@@ -190,9 +196,8 @@ def _dims_of(info: LeafInfo, kind: Kind, value: Any) -> Any:
         or _jaxtyping_disabled()
     ):
         return None
-    if not hasattr(value, "shape"):
-        value = np.asarray(value)
-    if not all(isinstance(d, int) for d in value.shape):
+    value, symbolic = _shaped(value)
+    if symbolic:
         return None  # symbolic dimensions (`jax.export`): not bound here
     return _for_value(node.annotation, value), value
 
@@ -350,21 +355,22 @@ def _every_issue(
     return issues
 
 
-def first_call_issues(
+def plan_issues(
     spec: Spec,
     flags: Flags,
-    infos: Sequence[LeafInfo],
+    plan: Plan,
     args: Sequence[Any],
     kwargs: Mapping[str, Any],
     skip: frozenset[int],
     structure: Sequence[Issue],
 ) -> list[Issue]:
-    """What `build_plan` reports for the call it walked: nothing if `structure`
-    is empty and the arguments in `skip` (handed to JAX whole) have the right
-    structure; otherwise every problem of the call (`call_issues`).
+    """Every problem of the call a plan was just built for: nothing if
+    `structure` (the issues `build_plan` found in the structure) is empty and
+    the arguments in `skip` (handed to JAX whole) have the right structure;
+    otherwise every problem of the call (`call_issues`).
 
-    `infos` are the leaves of the walk, in its order: the positional arguments
-    not in `skip`, then the keywords by name.
+    The plan's leaves are those of its walk, in its order: the positional
+    arguments not in `skip`, then the keywords by name.
     """
     positional = spec.positional
     whole = [
@@ -377,24 +383,10 @@ def first_call_issues(
         return []  # the usual case: the leaves are checked while tracing
     walked = [v for i, v in enumerate(args) if i not in skip]
     walked += [kwargs[k] for k in sorted(kwargs)]
-    every = [*whole_pairs, *pairs_of(infos, jax.tree_util.tree_leaves(walked))]
+    every = [*whole_pairs, *pairs_of(plan.infos, jax.tree_util.tree_leaves(walked))]
     order = _param_order(spec)
     every.sort(key=lambda pair: order(pair[0].argument))
     return _every_issue(spec, [*structure, *found], every)
-
-
-def plan_issues(
-    spec: Spec,
-    flags: Flags,
-    plan: Plan,
-    args: Sequence[Any],
-    kwargs: Mapping[str, Any],
-    skip: frozenset[int],
-    structure: Sequence[Issue],
-) -> list[Issue]:
-    """Every problem of the call a plan was just built for (`build_plan`
-    gives the structure's, `structure`): see `first_call_issues`."""
-    return first_call_issues(spec, flags, plan.infos, args, kwargs, skip, structure)
 
 
 def check_view(spec: Spec, view: CallView) -> list[Pair]:
