@@ -45,6 +45,7 @@ __all__ = [
     "is_class_backed",
     "is_namedtuple",
     "is_nnx",
+    "mro_names",
     "note_treespec_dataclass",
     "unfollowed_markers",
 ]
@@ -62,7 +63,9 @@ _treespec_static: weakref.WeakKeyDictionary[type, tuple[str, ...]] = (
 )
 
 
-def _full_names(cls: type) -> set[str]:
+def mro_names(cls: type) -> set[str]:
+    """The full names (`module.qualname`) of `cls` and its bases, as the
+    tables of `_held.py` list classes."""
     return {f"{c.__module__}.{c.__qualname__}" for c in cls.__mro__}
 
 
@@ -72,7 +75,7 @@ def is_namedtuple(tp: Any) -> bool:
 
 def is_nnx(cls: Any) -> bool:
     """Whether `cls` is a Flax NNX pytree (`nnx.Module`, `nnx.Pytree`)."""
-    return isinstance(cls, type) and not _full_names(cls).isdisjoint(NNX_PYTREES)
+    return isinstance(cls, type) and not mro_names(cls).isdisjoint(NNX_PYTREES)
 
 
 def is_class_backed(cls: type) -> bool:
@@ -176,7 +179,7 @@ def _find_held(cls: type) -> dict[str, Switch]:
     if not dataclasses.is_dataclass(cls) or not _registered(cls):
         return {}
     fields = dataclasses.fields(cls)
-    if not _full_names(cls).isdisjoint(EQX_MODULES):
+    if not mro_names(cls).isdisjoint(EQX_MODULES):
         return {f.name: EQX_STATIC for f in fields if f.metadata.get("static")}
     if getattr(cls, "_flax_dataclass", False):
         return {

@@ -21,9 +21,8 @@ from ._plan import CallView, Kind, Split
 from ._processes import ProcessCheck, check_enabled, log_prefix
 from ._retrace import Seen, describe_retrace, describe_view
 from ._routes import Key
-from ._spec import Spec
 from ._stages import Lowered, StagedCall, staged_jit
-from ._transform import Transformed
+from ._transform import BoundTransform, Transformed
 
 __all__ = ["Jitted", "jit"]
 
@@ -54,15 +53,11 @@ _S = TypeVar("_S")
 _R_co = TypeVar("_R_co", covariant=True)
 
 
-class BoundJitted(Protocol[_Q, _R_co]):
-    """What a jitted method is on an instance, to a type checker: the method
-    with `self` bound, its `.spec`, and the stages with the instance bound (on
-    an Equinox Module; on other classes they are the function's)."""
-
-    def __call__(self, *args: _Q.args, **kwargs: _Q.kwargs) -> _R_co: ...
-
-    @property
-    def spec(self) -> Spec: ...
+class BoundJitted(BoundTransform[_Q, _R_co], Protocol[_Q, _R_co]):
+    """What a jitted method is on an instance, to a type checker: a
+    `BoundTransform` (the method with `self` bound, its `.spec`), and the
+    stages with the instance bound (on an Equinox Module; on other classes
+    they are the function's)."""
 
     @property
     def trace_count(self) -> int: ...

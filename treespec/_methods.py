@@ -23,6 +23,7 @@ import threading
 import types
 from typing import Any
 
+from ._classes import mro_names
 from ._held import EQX_MODULES
 
 __all__ = ["method_get"]
@@ -36,8 +37,7 @@ _new = object.__new__
 
 
 def _is_module(cls: type) -> bool:
-    names = {f"{c.__module__}.{c.__qualname__}" for c in cls.__mro__}
-    found = not names.isdisjoint(EQX_MODULES)
+    found = not mro_names(cls).isdisjoint(EQX_MODULES)
     with _lock:
         (_modules if found else _others).add(cls)
     return found
