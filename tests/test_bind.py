@@ -81,8 +81,31 @@ def test_binder_rewrites_by_shape() -> None:
     assert binder.bind((1,), {"c": 7, "d": 4}) == ((1, 2, 7), {"d": 4, "e": 5})
     # The same shape again: values picked by the remembered plan.
     assert binder.bind((8,), {"c": 6, "d": 1}) == ((8, 2, 6), {"d": 1, "e": 5})
-    with pytest.raises(TypeError, match="f\\(\\)"):
-        binder.bind((1,), {"b": 2, "d": 4})  # b is positional-only
+    # b is positional-only: passed by name, it goes to **more, as in Python.
+    assert binder.bind((1,), {"b": 9, "d": 4}) == ((1, 2, 3), {"d": 4, "e": 5, "b": 9})
+    assert f(1, b=9, d=4) == 1
+
+
+def test_a_positional_only_name_passed_by_keyword_goes_to_var_keyword() -> None:
+    # Python's own rule on every version (Signature.bind follows it only
+    # from 3.13 on): k keeps its default and more receives k.
+    @treespec.jit
+    def g(x: jax.Array, k: Static[int] = 2, /, **more: jax.Array) -> jax.Array:
+        return x * k + sum(more.values())
+
+    x = jnp.ones(2)
+    np.testing.assert_allclose(g(x, k=jnp.full(2, 10.0)), jnp.full(2, 12.0))
+    np.testing.assert_allclose(g(x, 3, k=jnp.ones(2)), jnp.full(2, 4.0))
+    assert treespec.vmap(g)(x, k=x).shape == (2,)
+
+
+def test_a_positional_only_name_by_keyword_without_var_keyword_is_refused() -> None:
+    def h(a, b=2, /):  # type: ignore[no-untyped-def]
+        return a
+
+    binder = Binder(inspect.signature(h), "h")
+    with pytest.raises(TypeError, match=r"h\(\): .*'b'"):
+        binder.bind((1,), {"b": 2})
 
 
 def test_vmap_keeps_the_call_as_written() -> None:
