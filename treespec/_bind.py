@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._spec import POSITIONAL_KINDS
 
-__all__ = ["Binder"]
+__all__ = ["Binder", "check_fits"]
 
 #: `(args, kwargs) -> (args, kwargs)` for calls of one shape.
 _Rebind = Callable[
@@ -32,6 +32,30 @@ _Rebind = Callable[
 MAX_SHAPES = 256
 
 
+def check_fits(
+    signature: inspect.Signature,
+    name: str,
+    args: tuple[Any, ...] | Sequence[Any],
+    kwargs: Mapping[str, Any],
+) -> None:
+    """Raise the `TypeError` Python would for a call that does not fit.
+
+    A keyword named like a positional-only parameter goes to `**kwargs` when
+    there is one (which takes any name), never to that parameter.
+    `Signature.bind` follows that rule only from Python 3.13 on (before, it
+    raises), so the call is checked without such keywords: every Python then
+    binds as Python calls.
+    """
+    params = signature.parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        only = {p.name for p in params if p.kind is p.POSITIONAL_ONLY}
+        kwargs = {k: v for k, v in kwargs.items() if k not in only}
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"{name}(): {exc}") from None
+
+
 class Binder:
     """Rewrites calls of one function to their bound form."""
 
@@ -41,6 +65,13 @@ class Binder:
         params = list(signature.parameters.values()) if signature else []
         self._positional = [p for p in params if p.kind in POSITIONAL_KINDS]
         self._keyword_only = [p for p in params if p.kind is p.KEYWORD_ONLY]
+        #: Positional-only names that a keyword of the same name does not
+        #: reach: with a `**kwargs`, Python puts such a keyword there.
+        self._to_var_keyword = (
+            {p.name for p in params if p.kind is p.POSITIONAL_ONLY}
+            if any(p.kind is p.VAR_KEYWORD for p in params)
+            else set()
+        )
         self.npos = len(self._positional)
         has_defaults = any(p.default is not p.empty for p in self._keyword_only)
         #: The number of positional arguments of a call that is already in its
@@ -68,16 +99,14 @@ class Binder:
 
     def _rebind_for(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Rebind:
         assert self._signature is not None
-        try:
-            self._signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise TypeError(f"{self._name}(): {exc}") from None
+        check_fits(self._signature, self._name, args, kwargs)
+        plain = {k: v for k, v in kwargs.items() if k not in self._to_var_keyword}
         n_args = len(args)
         # Each positional parameter not passed positionally: by name, or its
         # default. `bind` succeeded, so one of the two is there.
         fill: list[tuple[str, Any]] = []
         for param in self._positional[n_args:]:
-            if param.name in kwargs:
+            if param.name in plain and param.kind is not param.POSITIONAL_ONLY:
                 fill.append((param.name, None))
             else:
                 fill.append(("", param.default))

@@ -14,7 +14,7 @@ from jax.tree_util import keystr
 
 from ._errors import SpecError, a_type
 from ._flags import prefix_child
-from ._spec import Spec
+from ._spec import KEYWORD_KINDS, Spec
 from ._tree import child_items, key_name
 
 __all__ = ["Entry", "broadcast_call", "broadcast_tree", "top_entry"]
@@ -138,7 +138,11 @@ def broadcast_call(
             continue
         param = names[i] if i < len(names) else ""
         add(*top_entry(entries, param, i, is_entry, name, kwarg_default), value)
+    # A keyword takes its parameter's entry; one that no parameter takes by
+    # name (a positional-only name included) went to `**kwargs`.
+    by_keyword = {p.name for p in spec.params if p.kind in KEYWORD_KINDS}
     for key in sorted(kwargs):
-        index = names.index(key) if key in names else -1
-        add(*top_entry(entries, key, index, is_entry, name, kwarg_default), kwargs[key])
+        param = key if key in by_keyword else ""
+        index = names.index(param) if param in names else -1
+        add(*top_entry(entries, param, index, is_entry, name, kwarg_default), kwargs[key])
     return out

@@ -16,6 +16,7 @@ from typing import Any
 
 from jax.tree_util import DictKey, GetAttrKey, SequenceKey, keystr
 
+from ._bind import check_fits
 from ._classes import held_in, is_class_backed, is_nnx
 from ._errors import Issue, SpecError, a_type, describe_value, location, plural
 from ._flags import FlagEntry, Flags, flag_child, flag_kind
@@ -25,6 +26,7 @@ from ._markers import Marker
 from ._plan import Held, Kind, LeafInfo, Plan, not_array, static_in_grad
 from ._rules import DEFAULT_POLICIES, is_array_annotation, uncovered_fix
 from ._spec import (
+    KEYWORD_KINDS,
     AnyNode,
     ClassNode,
     LeafNode,
@@ -430,10 +432,7 @@ def _keyword_place(
 ) -> tuple[Param, str, FlagEntry, str]:
     """The parameter, name, flag entry and flag source of keyword argument key."""
     named = spec.param(key)
-    if named is not None and named.kind not in (
-        inspect.Parameter.VAR_KEYWORD,
-        inspect.Parameter.VAR_POSITIONAL,
-    ):
+    if named is not None and named.kind in KEYWORD_KINDS:
         return (
             named,
             key,
@@ -475,10 +474,7 @@ def build_plan(
     """
     check_default(default)
     if signature is not None:
-        try:
-            signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise TypeError(f"{spec.name}(): {exc}") from None
+        check_fits(signature, spec.name, args, kwargs)
     w = _Walk(default=default, check=check)
     positional = spec.positional
     for i, value in enumerate(args):

@@ -20,6 +20,11 @@ POSITIONAL_KINDS = (
     inspect.Parameter.POSITIONAL_ONLY,
     inspect.Parameter.POSITIONAL_OR_KEYWORD,
 )
+#: The parameter kinds a keyword of the parameter's name fills.
+KEYWORD_KINDS = (
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    inspect.Parameter.KEYWORD_ONLY,
+)
 
 __all__ = [
     "AnyNode",
@@ -29,6 +34,7 @@ __all__ = [
     "MappingNode",
     "Node",
     "NoneNode",
+    "KEYWORD_KINDS",
     "POSITIONAL_KINDS",
     "Param",
     "PyTreeNode",
