@@ -144,5 +144,6 @@ def broadcast_call(
     for key in sorted(kwargs):
         param = key if key in by_keyword else ""
         index = names.index(param) if param in names else -1
-        add(*top_entry(entries, param, index, is_entry, name, kwarg_default), kwargs[key])
+        found = top_entry(entries, param, index, is_entry, name, kwarg_default)
+        add(*found, kwargs[key])
     return out
