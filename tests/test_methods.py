@@ -193,3 +193,20 @@ def test_the_field_annotations_validate_self() -> None:
     np.testing.assert_allclose(Shaped(jnp.ones(3)).apply(X), X)
     with pytest.raises(treespec.ValidationError, match=r"self\.w"):
         Shaped(jnp.ones(4)).apply(X)
+
+
+def test_a_bound_method_of_a_module_unwraps_to_the_method_as_written() -> None:
+    # inspect.unwrap / inspect.signature follow __wrapped__ (JAX's transforms
+    # ask them of the function they get): the method as written, bound to the
+    # instance, never the transform bound again (a loop).
+    class Model(eqx.Module):
+        w: jax.Array
+
+        @treespec.jit
+        def loss(self, x: jax.Array, k: Static[int]) -> jax.Array:
+            return jnp.sum(self.w * x) * k
+
+    m = Model(jnp.ones(2))
+    inner = inspect.unwrap(m.loss)
+    assert inner.__self__ is m and inner.__func__.__name__ == "loss"
+    assert list(inspect.signature(m.loss).parameters) == ["x", "k"]
