@@ -14,11 +14,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from equinox._module._prebuilt import BoundMethod
 from jaxtyping import Array, Float
 
 import treespec
 from treespec import Static
+
+
+class _Probe(eqx.Module):
+    def method(self) -> None: ...
+
+
+#: Equinox's bound method class, found by its public behaviour (its module
+#: is private and has moved between Equinox releases).
+BoundMethod = type(_Probe().method)
 
 
 class Model(eqx.Module):

@@ -93,6 +93,13 @@ def _make_bound_class() -> type:
             return self.__func__(self.__self__, *args, **kwargs)
 
         @property
+        def __wrapped__(self) -> Any:
+            """The method as written, bound to the instance: what
+            `inspect.signature` reads (and JAX's transforms through it).
+            Equinox's own binds `__func__`, here the transform, again: a loop."""
+            return types.MethodType(self.__func__.__wrapped__, self.__self__)
+
+        @property
         def spec(self) -> Any:
             """The transform's `Spec`, without `self` (bound)."""
             spec = self.__func__.spec
