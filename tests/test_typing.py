@@ -61,8 +61,14 @@ def _mypy(folder: Path, config: Path) -> set[tuple[str, int, str]]:
             assert code, line
             got.add((name, int(match["line"]), f"E: {code.group(1)}"))
         elif not _OVERLOAD_NOTE.match(match["text"]):
-            got.add((name, int(match["line"]), f"N: {match['text']}"))
+            got.add((name, int(match["line"]), f"N: {_unqualified(match['text'])}"))
     return got
+
+
+def _unqualified(note: str) -> str:
+    """A revealed type as mypy 2 prints it: mypy 1 qualifies builtins
+    (`builtins.int`), mypy 2 does not (`int`)."""
+    return re.sub(r"\bbuiltins\.", "", note)
 
 
 def test_plugin_cases() -> None:
