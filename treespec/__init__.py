@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ._grad import grad, value_and_grad
     from ._jit import Jitted, jit
     from ._partition import combine, partition
+    from ._shapes import ShapeIssue, ShapeReport, check_shapes
     from ._shard_map import shard_map
     from ._spec import Spec
     from ._vmap import pmap, vmap
@@ -28,10 +29,13 @@ __all__ = [
     "Donate",
     "Dynamic",
     "Jitted",
+    "ShapeIssue",
+    "ShapeReport",
     "Spec",
     "SpecError",
     "Static",
     "ValidationError",
+    "check_shapes",
     "checked",
     "checkpoint",
     "combine",
@@ -73,6 +77,9 @@ _WHERE = {
     "combine": "_partition",
     "partition": "_partition",
     "shard_map": "_shard_map",
+    "ShapeIssue": "_shapes",
+    "ShapeReport": "_shapes",
+    "check_shapes": "_shapes",
     "Spec": "_spec",
     "pmap": "_vmap",
     "vmap": "_vmap",
