@@ -7,7 +7,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import pytest
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Float, Int, Shaped
 
 import treespec
 from treespec import ValidationError
@@ -105,3 +105,12 @@ def test_the_return_value_is_checked_under_the_same_binding() -> None:
     b, n = jax.export.symbolic_shape("b, n")
     with pytest.raises(ValidationError, match="the return value"):
         jax.export.export(wrong)(_spec(b, n))
+
+
+def test_a_shaped_annotation_takes_any_dtype() -> None:
+    @treespec.jit
+    def s(x: Shaped[Array, "b"]) -> Shaped[Array, "b"]:
+        return x
+
+    (b,) = jax.export.symbolic_shape("b")
+    s.eval_shape(_spec(b, dtype=jnp.int32))

@@ -374,7 +374,7 @@ def _field_defaults(cls: type) -> dict[str, Any]:
 
 def _dtype_of(annotation: Any) -> Any:
     dtypes = getattr(annotation, "dtypes", None)
-    if not dtypes:
+    if not isinstance(dtypes, (tuple, list)) or not dtypes:  # `Shaped`: any
         return np.float32
     for name in _DTYPES:
         if name in dtypes:

@@ -13,6 +13,7 @@ that cannot be checked (skipped).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import itertools
@@ -301,6 +302,10 @@ class _Checker:
             return self._skipped(error)
         except SpecError as error:
             return self._skipped(error)
+        if first.variadic:  # the second variant's names (`batch0`, `batch1`)
+            second = Builder(variant=1)
+            self._arguments(second)
+            first.names.update(second.names)
         fixed: dict[str, Any] = {}
         for param in t.spec.params:
             if param.name in t.given:
@@ -401,7 +406,8 @@ class _Checker:
             return arrays
 
         try:
-            traced = jax.eval_shape(body, *[leaves[i] for i in where])
+            with _unfiltered_tracebacks():
+                traced = jax.eval_shape(body, *[leaves[i] for i in where])
         except Exception as error:  # what JAX (or the body) raised: reported
             return self._issue(error, stage[0], args, kwargs)
         out, out_tree = aside
@@ -438,7 +444,7 @@ class _Checker:
             )
             return ShapeIssue("note", file, line, t.name, message)
         if isinstance(error, ValidationError) or (
-            isinstance(error, (TypeError, ValueError, IndexError))
+            isinstance(error, (TypeError, ValueError, IndexError, AssertionError))
             and _raised_by_jax(error.__traceback__)
         ):
             return ShapeIssue("error", file, line, t.name, text)
@@ -531,6 +537,18 @@ class _Checker:
         return ShapeReport(t.name, (issue,))
 
 
+@contextlib.contextmanager
+def _unfiltered_tracebacks() -> Iterator[None]:
+    """JAX's frames kept in tracebacks: whether JAX raised an error is read
+    from its innermost frame (JAX's filtering would leave the user's)."""
+    before = jax.config.jax_traceback_filtering
+    jax.config.update("jax_traceback_filtering", "off")
+    try:
+        yield
+    finally:
+        jax.config.update("jax_traceback_filtering", before)
+
+
 def _combinations(choices: Mapping[str, tuple[Any, ...]]) -> Iterator[dict[str, Any]]:
     paths = list(choices)
     for values in itertools.product(*(choices[p] for p in paths)):
@@ -575,8 +593,12 @@ def _raised_by_jax(tb: TracebackType | None) -> bool:
 
 def _first_lines(error: BaseException) -> str:
     """JAX's message without the traceback-filtering trailer, on one line."""
-    text = str(error).split("\n--------------------")[0]
-    text = text.split("\n\n")[0]
+    paragraphs = str(error).split("\n--------------------")[0].split("\n\n")
+    text = paragraphs[0]
+    for more in paragraphs[1:]:  # a paragraph ending in ':' goes on below
+        if not text.rstrip().endswith(":"):
+            break
+        text += " " + more
     return " ".join(text.split())
 
 

@@ -109,7 +109,8 @@ def _check_array(
             # compares integers only, so `_symbolic` matches the shape.
             dtypes = getattr(annotation, "dtypes", None)
             ok, new = match_symbolic(annotation.dim_str, value.shape, bound)
-            if ok and (dtypes is None or str(value.dtype) in dtypes):
+            any_dtype = not isinstance(dtypes, (tuple, list))  # `Shaped`
+            if ok and (any_dtype or str(value.dtype) in dtypes):
                 for name, size in new:
                     bindings.sizes.setdefault(name, (size, path))
                 return True, expected
