@@ -90,6 +90,21 @@ class ShapeIssue:
     - `message`: what was found, dimensions by their names, with the static
       values of the run that found it.
     - `skipped`: True when the function could not be checked at all.
+
+    !!! example
+
+        ```python
+        import treespec
+        from jaxtyping import Array, Float
+
+        @treespec.jit
+        def pool(x: Float[Array, "b n"]) -> Float[Array, "n"]:
+            return x.mean(axis=1)  # the wrong axis
+
+        (issue,) = treespec.check_shapes(pool).problems
+        assert issue.severity == "error" and issue.function == "pool"
+        print(issue.message)
+        ```
     """
 
     severity: Literal["error", "note"]
@@ -120,6 +135,21 @@ class ShapeReport:
 
     `ok` is True when there is no error (notes allowed); `str(report)` is
     the mypy-style lines, or `FUNCTION: ok`.
+
+    !!! example
+
+        ```python
+        import treespec
+        from jaxtyping import Array, Float
+
+        @treespec.jit
+        def pool(x: Float[Array, "b n"]) -> Float[Array, "n"]:
+            return x.mean(axis=0)
+
+        report = treespec.check_shapes(pool)
+        assert report.ok and str(report) == "pool: ok"
+        print(report.outputs)
+        ```
     """
 
     function: str
@@ -541,12 +571,13 @@ class _Checker:
 def _unfiltered_tracebacks() -> Iterator[None]:
     """JAX's frames kept in tracebacks: whether JAX raised an error is read
     from its innermost frame (JAX's filtering would leave the user's)."""
-    before = jax.config.jax_traceback_filtering
-    jax.config.update("jax_traceback_filtering", "off")
+    config: Any = jax.config
+    before = config.jax_traceback_filtering
+    config.update("jax_traceback_filtering", "off")
     try:
         yield
     finally:
-        jax.config.update("jax_traceback_filtering", before)
+        config.update("jax_traceback_filtering", before)
 
 
 def _combinations(choices: Mapping[str, tuple[Any, ...]]) -> Iterator[dict[str, Any]]:

@@ -109,8 +109,10 @@ def _check_array(
             # compares integers only, so `_symbolic` matches the shape.
             dtypes = getattr(annotation, "dtypes", None)
             ok, new = match_symbolic(annotation.dim_str, value.shape, bound)
-            any_dtype = not isinstance(dtypes, (tuple, list))  # `Shaped`
-            if ok and (any_dtype or str(value.dtype) in dtypes):
+            if ok and (
+                not isinstance(dtypes, (tuple, list))  # `Shaped`: any dtype
+                or str(value.dtype) in dtypes
+            ):
                 for name, size in new:
                     bindings.sizes.setdefault(name, (size, path))
                 return True, expected
