@@ -1,5 +1,6 @@
-"""Shapes checked without data (`check_shapes`, `_abstract.py`, `_shapes.py`)
-and its command (`python -m treespec check`, `_command.py`)."""
+"""Shapes checked without data (`check_shapes`: `_abstract.py`, `_shapes.py`,
+`_outcomes.py`, `_user_code.py`, `_shape_report.py`) and its command (`python
+-m treespec check`, `_command.py`)."""
 
 from __future__ import annotations
 

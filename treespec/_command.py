@@ -24,7 +24,8 @@ from types import ModuleType
 from typing import Any
 
 from ._errors import plural
-from ._shapes import ShapeIssue, ShapeReport, check_shapes
+from ._shape_report import ShapeIssue, ShapeReport
+from ._shapes import check_shapes
 from ._transform import Transformed
 
 __all__ = ["main"]

@@ -1,30 +1,21 @@
-"""Shapes checked without data: `check_shapes` and its `ShapeReport`.
+"""Shapes checked without data: `check_shapes`.
 
 A function's body is traced under `jax.eval_shape` with the abstract
 arguments `_abstract.py` builds from its spec (symbolic dimensions, one per
 name), validated on the way in and out as a call of a transform is (the
 splitter's checks), once per variant and combination of static values. What
-JAX raises is turned into a `ShapeIssue` at the innermost line of the user's
-code: an error for a shape or dtype error and for a return value that
-disagrees with the return annotation, a note for a relation between sizes the
-annotations do not state, for what tracing cannot see, and for a function
-that cannot be checked (skipped).
+JAX raises becomes a `ShapeIssue` (`_shape_report.py`): `_outcomes.py` says
+whether it is an error or a note, `_user_code.py` at which line of the
+user's code.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import inspect
 import itertools
-import os
 import re
-import sys
-import sysconfig
-import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
-from types import FrameType, TracebackType
 from typing import Any, Literal
 
 import jax
@@ -38,11 +29,22 @@ from ._abstract import (
     symbols_for,
 )
 from ._api import spec_for
-from ._errors import RETURN, SpecError, ValidationError
+from ._errors import SpecError, ValidationError
 from ._flags import Flags
+from ._outcomes import first_lines, outcome, validation_text
+from ._shape_report import ShapeIssue, ShapeReport
 from ._spec import Param, Spec
 from ._splitter import Splitter
 from ._transform import Transformed
+from ._user_code import (
+    code_file,
+    def_line,
+    is_abstract,
+    return_line,
+    shown,
+    unfiltered_tracebacks,
+    user_line,
+)
 
 __all__ = ["MAX_COMBINATIONS", "ShapeIssue", "ShapeReport", "check_shapes"]
 
@@ -50,132 +52,6 @@ __all__ = ["MAX_COMBINATIONS", "ShapeIssue", "ShapeReport", "check_shapes"]
 #: leaves without a value) are checked per function; past it, a note says how
 #: many were left out.
 MAX_COMBINATIONS = 16
-
-#: JAX's errors that mean "this needs a value, not a shape": what tracing
-#: cannot see (Python control flow on traced values, `int(x)`).
-_VALUE_ERRORS = tuple(
-    getattr(jax.errors, name)
-    for name in (
-        "ConcretizationTypeError",
-        "TracerBoolConversionError",
-        "TracerIntegerConversionError",
-        "TracerArrayConversionError",
-        "NonConcreteBooleanIndexError",
-    )
-    if hasattr(jax.errors, name)
-)
-_INCONCLUSIVE: Any = getattr(jax.errors, "InconclusiveDimensionOperation", ())
-_LIBRARY_DIRS = tuple(
-    {
-        str(Path(p).resolve())
-        for key in ("stdlib", "platstdlib", "purelib", "platlib")
-        if (p := sysconfig.get_paths().get(key))
-    }
-    | {str(Path(__file__).resolve().parent)}
-)
-
-
-@dataclasses.dataclass(frozen=True)
-class ShapeIssue:
-    """One finding of [`check_shapes`][treespec.check_shapes].
-
-    **Fields:**
-
-    - `severity`: `"error"` (a shape or dtype error, a return value that
-      disagrees with its annotation) or `"note"` (an unstated relation
-      between sizes, what tracing cannot see, a function skipped).
-    - `file`, `line`: where: the innermost line of your code where JAX
-      raised, the `return` for the return value, else the `def`.
-    - `function`: the function checked (its qualified name).
-    - `message`: what was found, dimensions by their names, with the static
-      values of the run that found it.
-    - `skipped`: True when the function could not be checked at all.
-
-    !!! example
-
-        ```python
-        import treespec
-        from jaxtyping import Array, Float
-
-        @treespec.jit
-        def pool(x: Float[Array, "b n"]) -> Float[Array, "n"]:
-            return x.mean(axis=1)  # the wrong axis
-
-        (issue,) = treespec.check_shapes(pool).problems
-        assert issue.severity == "error" and issue.function == "pool"
-        print(issue.message)
-        ```
-    """
-
-    severity: Literal["error", "note"]
-    file: str
-    line: int
-    function: str
-    message: str
-    skipped: bool = False
-
-    def format(self) -> str:
-        """`FILE:LINE: error: FUNCTION: MESSAGE`, the format mypy prints."""
-        return (
-            f"{self.file}:{self.line}: {self.severity}: {self.function}: {self.message}"
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class ShapeReport:
-    """What [`check_shapes`][treespec.check_shapes] found for one function.
-
-    **Fields:**
-
-    - `function`: the function's qualified name.
-    - `problems`: the `ShapeIssue`s, errors and notes, in the order found.
-    - `outputs`: for each run that traced, the static values it used (as
-      text, `""` when there was one run) and the symbolic output
-      (`jax.ShapeDtypeStruct`s, the non-array outputs as values).
-
-    `ok` is True when there is no error (notes allowed); `str(report)` is
-    the mypy-style lines, or `FUNCTION: ok`.
-
-    !!! example
-
-        ```python
-        import treespec
-        from jaxtyping import Array, Float
-
-        @treespec.jit
-        def pool(x: Float[Array, "b n"]) -> Float[Array, "n"]:
-            return x.mean(axis=0)
-
-        report = treespec.check_shapes(pool)
-        assert report.ok and str(report) == "pool: ok"
-        print(report.outputs)
-        ```
-    """
-
-    function: str
-    problems: tuple[ShapeIssue, ...] = ()
-    outputs: tuple[tuple[str, Any], ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
-
-    @property
-    def errors(self) -> tuple[ShapeIssue, ...]:
-        return tuple(p for p in self.problems if p.severity == "error")
-
-    @property
-    def notes(self) -> tuple[ShapeIssue, ...]:
-        return tuple(p for p in self.problems if p.severity == "note")
-
-    @property
-    def skipped(self) -> bool:
-        return any(p.skipped for p in self.problems)
-
-    def __str__(self) -> str:
-        if not self.problems:
-            return f"{self.function}: ok"
-        return "\n".join(p.format() for p in self.problems)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,29 +153,9 @@ def _target(fun: Any, statics: Mapping[str, Any]) -> _Target:
         inner = inner.__wrapped__
     code = getattr(inspect.unwrap(inner), "__code__", None)
     file = code.co_filename if code else "<unknown>"
-    line = _def_line(inner, code.co_firstlineno if code else 0)
+    line = def_line(inner, code.co_firstlineno if code else 0)
     name = getattr(inner, "__qualname__", spec.name)
-    return _Target(inner, spec, flags, default, given, _shown(file), line, name)
-
-
-def _def_line(fun: Any, first: int) -> int:
-    """The line of the `def` (the code's first line is its first decorator's)."""
-    try:
-        lines, start = inspect.getsourcelines(fun)
-    except (OSError, TypeError):
-        return first
-    for offset, text in enumerate(lines):
-        if re.match(r"\s*(async\s+)?def\s", text):
-            return start + offset
-    return start
-
-
-def _shown(file: str) -> str:
-    """A file as mypy shows it: relative to the working directory if under it."""
-    try:
-        return os.path.relpath(file)
-    except ValueError:  # another drive (Windows)
-        return file
+    return _Target(inner, spec, flags, default, given, shown(file), line, name)
 
 
 class _Run:
@@ -408,7 +264,7 @@ class _Checker:
     def _trace(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
         t = self.t
         leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
-        where = [i for i, leaf in enumerate(leaves) if _is_abstract(leaf)]
+        where = [i for i, leaf in enumerate(leaves) if is_abstract(leaf)]
         splitter = Splitter(
             t.spec,
             t.flags,
@@ -436,7 +292,7 @@ class _Checker:
             return arrays
 
         try:
-            with _unfiltered_tracebacks():
+            with unfiltered_tracebacks():
                 traced = jax.eval_shape(body, *[leaves[i] for i in where])
         except Exception as error:  # what JAX (or the body) raised: reported
             return self._issue(error, stage[0], args, kwargs)
@@ -447,86 +303,20 @@ class _Checker:
             [next(shapes) if isinstance(leaf, jax.Array) else leaf for leaf in out],
         )
 
-    # -- findings ------------------------------------------------------------
-
     def _issue(
         self, error: Exception, stage: str, args: list[Any], kwargs: dict[str, Any]
     ) -> ShapeIssue:
         t = self.t
         if isinstance(error, ValidationError) and stage == "arguments":
-            return self._at_def("error", _validation_text(error))
+            return self._at_def("error", validation_text(error))
         if isinstance(error, ValidationError) and stage == "return":
-            line = self._return_line(args, kwargs) or t.line
-            return ShapeIssue("error", t.file, line, t.name, _validation_text(error))
-        file, line = self._user_line(error.__traceback__)
-        text = _first_lines(error)
-        if _INCONCLUSIVE and isinstance(error, _INCONCLUSIVE):
-            message = (
-                f"needs a relation between sizes the annotations do not state: "
-                f"{text}; if it holds, state it with constraints="
-                f"({_suggestion(text)!r},) (JAX's syntax)"
-            )
-            return ShapeIssue("note", file, line, t.name, message)
-        if isinstance(error, _VALUE_ERRORS):
-            message = (
-                "not checked past this line: it needs the values of traced "
-                f"arrays, which a shape check does not have ({type(error).__name__})"
-            )
-            return ShapeIssue("note", file, line, t.name, message)
-        if isinstance(error, ValidationError) or (
-            isinstance(error, (TypeError, ValueError, IndexError, AssertionError))
-            and _raised_by_jax(error.__traceback__)
-        ):
-            return ShapeIssue("error", file, line, t.name, text)
-        message = (
-            f"not checked past this line: {type(error).__name__}: {text} (the "
-            "annotations may not say enough to run it; give values through "
-            "check_shapes)"
+            line = return_line(t.inner, args, kwargs) or t.line
+            return ShapeIssue("error", t.file, line, t.name, validation_text(error))
+        file, line = user_line(
+            error.__traceback__, code_file(t.inner), (t.file, t.line)
         )
-        return ShapeIssue("note", file, line, t.name, message)
-
-    def _user_line(self, tb: TracebackType | None) -> tuple[str, int]:
-        """The innermost frame of the user's code in a traceback."""
-        found = (self.t.file, self.t.line)
-        own = _code_file(self.t.inner)
-        for frame, line in traceback.walk_tb(tb):
-            if _is_user_file(frame.f_code.co_filename, own):
-                found = (_shown(frame.f_code.co_filename), line)
-        return found
-
-    def _return_line(self, args: list[Any], kwargs: dict[str, Any]) -> int | None:
-        """The line of the `return` the function's body left by: traced again
-        with a profiler that sees only the function's own frame."""
-        code = getattr(inspect.unwrap(self.t.inner), "__code__", None)
-        if code is None:
-            return None
-        seen: list[int] = []
-
-        def profile(frame: FrameType, event: str, arg: Any) -> None:
-            if event == "return" and frame.f_code is code:
-                seen.append(frame.f_lineno)
-
-        leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
-        where = [i for i, leaf in enumerate(leaves) if _is_abstract(leaf)]
-
-        def body(*dynamic: Any) -> Any:
-            full = list(leaves)
-            for i, value in zip(where, dynamic):
-                full[i] = value
-            a, k = jax.tree_util.tree_unflatten(tree, full)
-            old = sys.getprofile()
-            sys.setprofile(profile)
-            try:
-                self.t.inner(*a, **k)
-            finally:
-                sys.setprofile(old)
-            return 0
-
-        try:
-            jax.eval_shape(body, *[leaves[i] for i in where])
-        except Exception:  # the first run traced: this one should too
-            return None
-        return seen[-1] if seen else None
+        severity, message = outcome(error)
+        return ShapeIssue(severity, file, line, t.name, message)
 
     def _record(self, issue: ShapeIssue, run: _Run, runs: int) -> None:
         key = (issue.severity, issue.line, issue.message)
@@ -562,22 +352,9 @@ class _Checker:
                 f"value: check_shapes({t.name}, {top}=...)"
             )
         else:
-            message = f"skipped: {_first_lines(error)}"
+            message = f"skipped: {first_lines(error)}"
         issue = ShapeIssue("note", t.file, t.line, t.name, message, skipped=True)
         return ShapeReport(t.name, (issue,))
-
-
-@contextlib.contextmanager
-def _unfiltered_tracebacks() -> Iterator[None]:
-    """JAX's frames kept in tracebacks: whether JAX raised an error is read
-    from its innermost frame (JAX's filtering would leave the user's)."""
-    config: Any = jax.config
-    before = config.jax_traceback_filtering
-    config.update("jax_traceback_filtering", "off")
-    try:
-        yield
-    finally:
-        config.update("jax_traceback_filtering", before)
 
 
 def _combinations(choices: Mapping[str, tuple[Any, ...]]) -> Iterator[dict[str, Any]]:
@@ -586,72 +363,8 @@ def _combinations(choices: Mapping[str, tuple[Any, ...]]) -> Iterator[dict[str, 
         yield dict(zip(paths, values))
 
 
-def _is_abstract(leaf: Any) -> bool:
-    return isinstance(leaf, jax.ShapeDtypeStruct)
-
-
 def _signature(fun: Any) -> inspect.Signature | None:
     try:
         return inspect.signature(fun)
     except (TypeError, ValueError):
         return None
-
-
-def _code_file(fun: Any) -> str:
-    code = getattr(inspect.unwrap(fun), "__code__", None)
-    return code.co_filename if code else ""
-
-
-def _is_user_file(file: str, own: str) -> bool:
-    if file == own:
-        return True
-    if file.startswith("<"):
-        return False
-    resolved = str(Path(file).resolve())
-    return not any(resolved.startswith(d + os.sep) for d in _LIBRARY_DIRS)
-
-
-def _raised_by_jax(tb: TracebackType | None) -> bool:
-    """Whether the innermost frame of a traceback is JAX's (or jaxlib's)."""
-    last = None
-    for frame, _ in traceback.walk_tb(tb):
-        last = frame.f_code.co_filename
-    if last is None:
-        return False
-    parts = Path(last).parts
-    return "jax" in parts or "jaxlib" in parts
-
-
-def _first_lines(error: BaseException) -> str:
-    """JAX's message without the traceback-filtering trailer, on one line."""
-    paragraphs = str(error).split("\n--------------------")[0].split("\n\n")
-    text = paragraphs[0]
-    for more in paragraphs[1:]:  # a paragraph ending in ':' goes on below
-        if not text.rstrip().endswith(":"):
-            break
-        text += " " + more
-    return " ".join(text.split())
-
-
-def _validation_text(error: ValidationError) -> str:
-    parts = []
-    for issue in error.issues:
-        loc = issue.loc
-        if loc == f"the return value, at {RETURN}":
-            loc = "the return value"
-        parts.append(f"{loc}: expected {issue.expected}, got {issue.got}")
-    return "; ".join(parts)
-
-
-def _suggestion(text: str) -> str:
-    """A constraint for the relation an inconclusive operation needed."""
-    compared = re.search(r"comparison '(.+?)' (>=|>|<=|<|==|!=) '(.+?)'", text)
-    if compared:
-        left, op, right = compared.groups()
-        if op == ">" and right.lstrip("-").isdigit():
-            return f"{left} >= {int(right) + 1}"
-        if op == "<" and right.lstrip("-").isdigit():
-            return f"{left} <= {int(right) - 1}"
-        if op in (">=", "<=", "=="):
-            return f"{left} {op} {right}"
-    return "n == 2*k"
