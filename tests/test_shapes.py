@@ -176,6 +176,28 @@ def test_a_keyword_that_names_no_parameter_is_a_type_error() -> None:
         treespec.check_shapes(needs_n, m=3)
 
 
+def test_tracebacks_are_unfiltered_in_the_checking_thread_only() -> None:
+    import threading
+
+    seen: dict[str, str] = {}
+
+    def other() -> None:
+        seen["other"] = jax.config.jax_traceback_filtering  # type: ignore[attr-defined]
+
+    @treespec.jit
+    def peek(x: Float[Array, "n"]) -> Float[Array, "n"]:
+        seen["checking"] = jax.config.jax_traceback_filtering  # type: ignore[attr-defined]
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+        return x
+
+    before = jax.config.jax_traceback_filtering  # type: ignore[attr-defined]
+    assert treespec.check_shapes(peek).ok
+    assert seen == {"checking": "off", "other": before}
+    assert jax.config.jax_traceback_filtering == before  # type: ignore[attr-defined]
+
+
 # -- annotation forms --------------------------------------------------------
 
 
