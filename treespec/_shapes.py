@@ -80,7 +80,9 @@ def check_shapes(
     The body is traced under `jax.eval_shape` with arguments built from the
     annotations: one symbolic dimension per name (`jax.export.symbolic_shape`),
     shared by every argument and the return annotation. Nothing is computed,
-    allocated or compiled.
+    allocated or compiled. JAX's traceback filtering is turned off while it
+    traces (who raised is read from the innermost frame), in the calling
+    thread only: other threads running JAX meanwhile are unaffected.
 
     **Arguments:**
 

@@ -2,7 +2,10 @@
 
 The `def` line of a function, the innermost frame of the user's code in a
 traceback (not the standard library's, a site package's or treespec's own),
-whether JAX itself raised, and the `return` a function left by.
+whether JAX itself raised, and the `return` a function left by. JAX's
+traceback filtering is turned off while the shape check traces, in the
+checking thread only where JAX allows it, so the innermost frame is JAX's
+when JAX raised.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import re
 import sys
 import sysconfig
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
@@ -42,10 +45,35 @@ _LIBRARY_DIRS = tuple(
 )
 
 
+def _thread_local_filtering() -> Callable[[str], Any] | None:
+    """JAX's `traceback_filtering` option as a context manager that sets it
+    for the calling thread only (a `State` of `jax._src.config`, on JAX 0.10
+    to 0.12), or None where this JAX has no such thing."""
+    try:
+        from jax._src import config as jax_config
+    except ImportError:  # pragma: no cover - a JAX without the private module
+        return None
+    state = getattr(jax_config, "traceback_filtering", None)
+    if state is None or not callable(state) or not hasattr(state, "value"):
+        return None
+    return state  # type: ignore[no-any-return]
+
+
+_FILTERING = _thread_local_filtering()
+
+
 @contextlib.contextmanager
 def unfiltered_tracebacks() -> Iterator[None]:
     """JAX's frames kept in tracebacks: whether JAX raised an error is read
-    from its innermost frame (JAX's filtering would leave the user's)."""
+    from its innermost frame (JAX's filtering would leave the user's).
+
+    In the calling thread only: another thread running JAX meanwhile keeps
+    its filtered tracebacks. On a JAX without a thread-local form of the
+    option, it is set process-wide for the duration."""
+    if _FILTERING is not None:
+        with _FILTERING("off"):
+            yield
+        return
     config: Any = jax.config
     before = config.jax_traceback_filtering
     config.update("jax_traceback_filtering", "off")
