@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -527,6 +528,51 @@ def test_each_planted_bug_is_reported_at_its_line(
     assert errors, out
     assert {row.split(":")[1] for row in errors} == {str(line)}, out
     assert ": note: " not in out
+
+
+BUGGY = ROOT / "tests" / "shapes" / "model_bugs.py"
+
+#: The function each bug of `model_bugs.py` is reported in, and what its
+#: message must say of the dimensions, by the names the annotations give them.
+FOUND = {
+    "contraction": ("feed_contraction", "got (f,) and (d,)"),
+    "transpose": ("attend_transpose", "got (k,) and (s,)"),
+    "missing keepdims": ("normed", "(s, d), (s,)"),
+    "concatenate axis": ("widen", "'s 2*d'] with s bound by x, got float32[2*s,d]"),
+    "einsum indices": ("attend_einsum", "lhs.shape=(d, h, k)"),
+    "residual width": ("residual", "(s, d), (s, f)"),
+    "bias width": ("feed_bias", "(s, f), (d,)"),
+    "reduction axis": ("pool", "'d'] with d bound by x, got float32[s]"),
+    "one Literal mode": ("forward", "(s, d), (d, 1). (with mode='train')"),
+    "scan carry": ("smooth", "float32[s,d] but the corresponding output carry"),
+    "vmap axis": ("batched", "'b s v'] with b bound by tokens, s bound by tokens"),
+    "return dtype": ("accuracy", "expected Float[Array, ''], got int32[]"),
+}
+
+
+def test_one_check_of_the_buggy_model_reports_every_bug_at_its_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    marked = {
+        number: match.group(1)
+        for number, text in enumerate(BUGGY.read_text().splitlines(), 1)
+        if (match := re.search(r"  # BUG: ([\w ]+)$", text))
+    }
+    assert sorted(marked.values()) == sorted(FOUND)  # every kind, once each
+    status, out = _check(capsys, str(BUGGY))
+    assert status == 1
+    errors = {}
+    for row in out.splitlines()[:-1]:
+        found = re.fullmatch(r"[^:]+:(\d+): error: ([\w.]+): (.*)", row)
+        assert found, row  # an error line, never a note
+        errors[int(found.group(1))] = (found.group(2), found.group(3))
+    assert set(errors) == set(marked), out  # no more, no fewer
+    for number, kind in marked.items():
+        function, message = errors[number]
+        expected_function, about_the_dimensions = FOUND[kind]
+        assert function == expected_function, (kind, out)
+        assert about_the_dimensions in message, (kind, message)
+    assert out.splitlines()[-1] == "checked 12 functions: 12 errors, 0 notes, 0 skipped"
 
 
 def test_the_examples_check_with_no_error(capsys: pytest.CaptureFixture[str]) -> None:
