@@ -577,8 +577,44 @@ def test_one_check_of_the_buggy_model_reports_every_bug_at_its_line(
 
 def test_the_examples_check_with_no_error(capsys: pytest.CaptureFixture[str]) -> None:
     status, out = _check(capsys, str(ROOT / "examples"))
-    assert status == 0
-    assert out.splitlines()[-1].endswith(": 0 errors, 0 notes, 2 skipped")
+    assert status == 0, out
+    *skips, summary = out.splitlines()
+    found = re.fullmatch(
+        r"checked (\d+) functions: 0 errors, 0 notes, (\d+) skipped", summary
+    )
+    assert found, out
+    functions, skipped = map(int, found.groups())
+    assert functions - skipped >= 2, out  # quickstart's mlp, data_parallel's loss_fn
+    # What is skipped is a TypedDict's Static field, which can have no default.
+    assert [line.split(": ")[2] for line in skips] == ["train_step", "step"], out
+    assert all("has no value; give one: check_shapes(" in line for line in skips)
+
+
+def _example(name: str) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        f"example_{name}", ROOT / "examples" / f"{name}.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # the TypedDicts' hints are read from it
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_examples_are_traced_and_their_steps_check_with_a_config_given() -> None:
+    quickstart, data_parallel = _example("quickstart"), _example("data_parallel")
+    report = treespec.check_shapes(quickstart.mlp)  # each Literal activation
+    assert report.problems == () and len(report.outputs) == 3
+    assert {str(out.shape) for _, out in report.outputs} == {"(b, 1)"}
+    cfg = {"hidden": 32, "activation": "tanh", "learning_rate": 0.1}
+    ((_, (params, loss)),) = treespec.check_shapes(quickstart.step, cfg=cfg).outputs
+    assert str(params["w1"].shape) == "(n, h)" and loss.shape == ()
+    assert treespec.check_shapes(data_parallel.loss_fn).problems == ()
+    cfg = {"learning_rate": 0.05, "activation": "relu"}
+    report = treespec.check_shapes(data_parallel.train_step, cfg=cfg)
+    assert report.problems == () and len(report.outputs) == 1
 
 
 # -- the command ---------------------------------------------------------------
