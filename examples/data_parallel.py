@@ -15,31 +15,43 @@ import os
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
 from functools import partial
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
+from jaxtyping import Array, Float
 
 import treespec
 from treespec import Dynamic, Static
 
+Activation = Literal["tanh", "relu"]
+
 
 class Config(TypedDict):
     learning_rate: Static[float]
-    activation: Static[str]
+    activation: Static[Activation]
 
 
-Params = dict[str, jax.Array]
+class Params(TypedDict):
+    w1: Float[Array, "n h"]
+    w2: Float[Array, "h 1"]
+
 
 mesh = Mesh(np.array(jax.devices()), ("data",))
 replicated = NamedSharding(mesh, P())
 batch_sharded = NamedSharding(mesh, P("data"))
 
 
-def loss_fn(params: Params, x: jax.Array, y: jax.Array, activation: str) -> jax.Array:
+@treespec.jit
+def loss_fn(
+    params: Params,
+    x: Float[Array, "b n"],
+    y: Float[Array, "b 1"],
+    activation: Static[Activation],
+) -> Float[Array, ""]:
     act = jnp.tanh if activation == "tanh" else jax.nn.relu
     pred = act(x @ params["w1"]) @ params["w2"]
     return jnp.mean((pred - y) ** 2)
@@ -52,8 +64,11 @@ def loss_fn(params: Params, x: jax.Array, y: jax.Array, activation: str) -> jax.
     out_shardings=replicated,
 )
 def train_step(
-    params: Dynamic[Params], x: jax.Array, y: jax.Array, cfg: Config
-) -> tuple[Params, jax.Array]:
+    params: Dynamic[Params],
+    x: Float[Array, "b n"],
+    y: Float[Array, "b 1"],
+    cfg: Config,
+) -> tuple[Params, Float[Array, ""]]:
     loss, grads = jax.value_and_grad(loss_fn)(params, x, y, cfg["activation"])
     lr = cfg["learning_rate"]
     return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss

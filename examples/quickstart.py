@@ -4,13 +4,17 @@ The config is a TypedDict. Its `Static` fields are compile-time constants (the
 number of hidden units, the activation), so changing one recompiles. The
 learning rate is `Dynamic`: traced like the parameters, so a schedule never
 recompiles. Run: python examples/quickstart.py
+
+`python -m treespec check examples/quickstart.py` checks `mlp`'s shapes for
+every size and each activation, without data (`step` needs a value for
+`cfg['hidden']`: give one through `treespec.check_shapes(step, cfg=...)`).
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 import jax
 import jax.numpy as jnp
@@ -19,14 +23,20 @@ from jaxtyping import Array, Float
 import treespec
 from treespec import Dynamic, Static
 
+Activation = Literal["tanh", "relu", "gelu"]
+
 
 class Config(TypedDict):
     hidden: Static[int]
-    activation: Static[str]
+    activation: Static[Activation]
     learning_rate: Dynamic[float]  # traced: a new value does not recompile
 
 
-Params = dict[str, Float[Array, "..."]]
+class Params(TypedDict):
+    w1: Float[Array, "n h"]
+    b1: Float[Array, " h"]  # the space: ruff would read "h" as a name
+    w2: Float[Array, "h 1"]
+    b2: Float[Array, "1"]
 
 
 def init(key: jax.Array, n_in: int, hidden: int) -> Params:
@@ -39,7 +49,10 @@ def init(key: jax.Array, n_in: int, hidden: int) -> Params:
     }
 
 
-def mlp(params: Params, x: Float[Array, "b n"], activation: str) -> Float[Array, "b 1"]:
+@treespec.jit
+def mlp(
+    params: Params, x: Float[Array, "b n"], activation: Static[Activation]
+) -> Float[Array, "b 1"]:
     act = {"tanh": jnp.tanh, "relu": jax.nn.relu, "gelu": jax.nn.gelu}[activation]
     h = act(x @ params["w1"] + params["b1"])
     return h @ params["w2"] + params["b2"]

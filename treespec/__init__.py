@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from ._grad import grad, value_and_grad
     from ._jit import Jitted, jit
     from ._partition import combine, partition
+    from ._shape_report import ShapeIssue, ShapeReport
+    from ._shapes import check_shapes
     from ._shard_map import shard_map
     from ._spec import Spec
     from ._vmap import pmap, vmap
@@ -28,10 +30,13 @@ __all__ = [
     "Donate",
     "Dynamic",
     "Jitted",
+    "ShapeIssue",
+    "ShapeReport",
     "Spec",
     "SpecError",
     "Static",
     "ValidationError",
+    "check_shapes",
     "checked",
     "checkpoint",
     "combine",
@@ -73,6 +78,9 @@ _WHERE = {
     "combine": "_partition",
     "partition": "_partition",
     "shard_map": "_shard_map",
+    "ShapeIssue": "_shape_report",
+    "ShapeReport": "_shape_report",
+    "check_shapes": "_shapes",
     "Spec": "_spec",
     "pmap": "_vmap",
     "vmap": "_vmap",

@@ -71,9 +71,11 @@ class Bindings:
             t.lstrip("#*") for t in str(getattr(annotation, "dim_str", "")).split()
         ]
         bound = [
-            f"{n}={self.sizes[n][0]} bound by {self.sizes[n][1]}"
+            # A symbolic size named as the dimension says nothing more.
+            f"{n}{'' if str(size) == n else f'={size}'} bound by {path}"
             for n in dict.fromkeys(names)
             if n in self.sizes
+            for size, path in [self.sizes[n]]
         ]
         return ", ".join(bound)
 

@@ -32,6 +32,7 @@ from ._plan import CallView, Kind, LeafInfo, Plan
 from ._resolve import walk_value
 from ._rules import is_array, is_array_like
 from ._spec import AnyNode, LeafNode, Node, NoneNode, Param, Spec, UnionNode
+from ._symbolic import match_symbolic, symbolic_conflicts
 
 __all__ = [
     "Whole",
@@ -98,18 +99,29 @@ def _check_array(
         if _jaxtyping_disabled():
             return True, ""
         value, symbolic = _shaped(value)
-        if symbolic:
-            # Symbolic dimensions (`jax.export`): jaxtyping cannot compare
-            # them; the dtype is still checked.
-            dtypes = getattr(annotation, "dtypes", None)
-            ok = dtypes is None or str(value.dtype) in dtypes
-            return ok, f"{node.text} (a dtype of it: the shape is symbolic)"
-        hint = _for_value(annotation, value)
         expected = node.text
         already = bindings.explain(annotation)
         if already:
             expected += f" with {already}"
-        if isinstance(value, hint):
+        bound = {name: size for name, (size, _) in bindings.sizes.items()}
+        if symbolic:
+            # Symbolic dimensions (`jax.export`, `eval_shape`): jaxtyping
+            # compares integers only, so `_symbolic` matches the shape.
+            dtypes = getattr(annotation, "dtypes", None)
+            ok, new = match_symbolic(annotation.dim_str, value.shape, bound)
+            if ok and (
+                not isinstance(dtypes, (tuple, list))  # `Shaped`: any dtype
+                or str(value.dtype) in dtypes
+            ):
+                for name, size in new:
+                    bindings.sizes.setdefault(name, (size, path))
+                return True, expected
+            return False, expected
+        if isinstance(value, _for_value(annotation, value)):
+            # jaxtyping's memo holds the concrete sizes only.
+            dims = bound_dims(annotation, value.shape)
+            if symbolic_conflicts(dims, bound):
+                return False, expected
             bindings.record(annotation, value.shape, path)
             return True, expected
         return False, expected

@@ -1,0 +1,673 @@
+"""Shapes checked without data (`check_shapes`: `_abstract.py`, `_shapes.py`,
+`_outcomes.py`, `_user_code.py`, `_shape_report.py`) and its command (`python
+-m treespec check`, `_command.py`)."""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Literal, NamedTuple, TypedDict
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import pytest
+from jaxtyping import Array, Bool, Float, Int, PyTree, Shaped
+
+import treespec
+from treespec import Dynamic, Static
+from treespec._command import main
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = ROOT / "tests" / "shapes" / "model.py"
+
+
+def _line(fun: Any, text: str) -> int:
+    """The line of `fun`'s source that contains `text`."""
+    import inspect
+
+    lines, start = inspect.getsourcelines(fun)
+    (offset,) = [i for i, line in enumerate(lines) if text in line]
+    return start + offset
+
+
+# -- outcomes ----------------------------------------------------------------
+
+
+def _helper(x: jax.Array, w: jax.Array) -> jax.Array:
+    return x + jnp.tanh(x @ w)  # runs whenever n == m
+
+
+@treespec.jit
+def block(x: Float[Array, "b n"], w: Float[Array, "n m"]) -> Float[Array, "b m"]:
+    return _helper(x, w)
+
+
+def test_an_error_is_reported_at_the_innermost_line_of_user_code() -> None:
+    report = treespec.check_shapes(block)
+    assert not report.ok
+    (error,) = report.errors
+    assert error.line == _line(_helper, "x + jnp.tanh")
+    assert error.function == "block"
+    assert "(b, n), (b, m)" in error.message
+    assert error.format().endswith(f": error: block: {error.message}")
+
+
+@treespec.jit
+def center(x: Float[Array, "b n"]) -> Float[Array, "b n"]:
+    return x - x.mean(axis=1, keepdims=True)
+
+
+def test_a_correct_function_is_ok_with_its_symbolic_output() -> None:
+    report = treespec.check_shapes(center)
+    assert report.ok and report.problems == ()
+    ((statics, out),) = report.outputs
+    assert statics == "" and str(out.shape) == "(b, n)"
+    assert str(report) == "center: ok"
+
+
+@treespec.jit
+def transposed(x: Float[Array, "b n"]) -> Float[Array, "b n"]:
+    y = x.T
+    return y
+
+
+def test_a_return_mismatch_is_reported_at_the_return() -> None:
+    (error,) = treespec.check_shapes(transposed).errors
+    assert error.line == _line(transposed.__wrapped__, "return y")
+    assert "the return value: expected Float[Array, 'b n']" in error.message
+    assert "got float32[n,b]" in error.message
+
+
+@treespec.jit
+def pairs(x: Float[Array, "b n"]) -> Float[Array, "b n"]:
+    return x.reshape(x.shape[0], -1, 2).reshape(x.shape)
+
+
+def test_an_unstated_relation_is_a_note_that_constraints_state() -> None:
+    report = treespec.check_shapes(pairs)
+    assert report.ok
+    (note,) = report.notes
+    assert note.line == _line(pairs.__wrapped__, "reshape")
+    assert "constraints=" in note.message
+    assert treespec.check_shapes(pairs, constraints=("n == 2*k",)).problems == ()
+
+
+@treespec.jit
+def needs_n(x: Float[Array, "b n"], n: Static[int]) -> Float[Array, "b n"]:
+    return x * n
+
+
+def test_a_static_leaf_without_a_value_skips_the_function_with_a_note() -> None:
+    report = treespec.check_shapes(needs_n)
+    assert report.ok and report.skipped
+    (note,) = report.notes
+    assert "n (Static[int]) has no value" in note.message
+    assert "check_shapes(needs_n, n=...)" in note.message
+    assert treespec.check_shapes(needs_n, n=3).problems == ()
+
+
+@treespec.jit
+def unshaped(x: jax.Array) -> jax.Array:
+    return x
+
+
+def test_an_annotation_that_says_no_shape_skips_with_a_note() -> None:
+    (note,) = treespec.check_shapes(unshaped).problems
+    assert note.skipped and "says no shape" in note.message
+
+
+@treespec.jit
+def branches(x: Float[Array, "n"]) -> Float[Array, "n"]:
+    if x.sum() > 0:
+        return x
+    return -x
+
+
+def test_control_flow_on_traced_values_is_a_note() -> None:
+    (note,) = treespec.check_shapes(branches).problems
+    assert note.severity == "note" and "values of traced arrays" in note.message
+    assert note.line == _line(branches.__wrapped__, "if x.sum()")
+
+
+class Mode(enum.Enum):
+    SUM = "sum"
+    MEAN = "mean"
+
+
+@treespec.jit
+def modes(
+    x: Float[Array, "b n"],
+    kind: Static[Literal["keep", "pool"]],
+    mode: Static[Mode],
+    flag: Static[bool],
+) -> Float[Array, "b n"]:
+    if kind == "pool" and mode is Mode.MEAN and flag:
+        return x.mean(axis=0)
+    return x
+
+
+def test_bool_literal_and_enum_values_are_each_checked() -> None:
+    report = treespec.check_shapes(modes)
+    assert len(report.outputs) == 7  # 2 * 2 * 2 runs, one failed
+    (error,) = report.errors
+    assert "kind='pool'" in error.message and "flag=True" in error.message
+    assert treespec.check_shapes(modes, kind="keep").ok
+
+
+def test_past_the_cap_a_note_says_how_many_combinations_were_left_out() -> None:
+    @treespec.jit
+    def many(
+        x: Float[Array, "n"], a: bool, b: bool, c: bool, d: bool, e: bool
+    ) -> Float[Array, "n"]:
+        return x
+
+    report = treespec.check_shapes(many)
+    assert report.ok and len(report.outputs) == treespec._shapes.MAX_COMBINATIONS
+    (note,) = report.notes
+    assert "checked 16 of 32 combinations" in note.message
+
+
+def test_a_keyword_that_names_no_parameter_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="'m'"):
+        treespec.check_shapes(needs_n, m=3)
+
+
+def test_tracebacks_are_unfiltered_in_the_checking_thread_only() -> None:
+    import threading
+
+    seen: dict[str, str] = {}
+
+    def other() -> None:
+        seen["other"] = jax.config.jax_traceback_filtering  # type: ignore[attr-defined]
+
+    @treespec.jit
+    def peek(x: Float[Array, "n"]) -> Float[Array, "n"]:
+        seen["checking"] = jax.config.jax_traceback_filtering  # type: ignore[attr-defined]
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+        return x
+
+    before = jax.config.jax_traceback_filtering  # type: ignore[attr-defined]
+    assert treespec.check_shapes(peek).ok
+    assert seen == {"checking": "off", "other": before}
+    assert jax.config.jax_traceback_filtering == before  # type: ignore[attr-defined]
+
+
+# -- annotation forms --------------------------------------------------------
+
+
+class Pair(NamedTuple):
+    a: Float[Array, "n"]
+    b: Float[Array, "n"]
+
+
+class Batch(TypedDict):
+    x: Float[Array, "b n"]
+    y: Int[Array, "b"]
+
+
+@treespec.dataclass
+class Linear:
+    w: Float[Array, "n m"]
+    bias: Float[Array, "m"]
+    scale: Static[float] = 1.0
+
+
+class EqxLinear(eqx.Module):
+    w: Float[Array, "n m"]
+    bias: Float[Array, "m"]
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "b n"]) -> Float[Array, "b m"]:
+        return x @ self.w + self.bias
+
+    @treespec.jit
+    def wrong(self, x: Float[Array, "b n"]) -> Float[Array, "b m"]:
+        return x @ self.w.T + self.bias
+
+
+def _forms() -> list[tuple[str, Any, Any]]:
+    """(form, a correct function, the same with a shape bug)."""
+
+    def pair(f: Any) -> Any:
+        return treespec.jit(f)
+
+    return [
+        (
+            "keyword-only",
+            pair(lambda x, *, w: x @ w),
+            pair(lambda x, *, w: x @ w.T),
+        ),
+        ("NamedTuple", pair(_nt_ok), pair(_nt_bad)),
+        ("TypedDict", pair(_td_ok), pair(_td_bad)),
+        ("treespec.dataclass", pair(_dc_ok), pair(_dc_bad)),
+        ("tuple", pair(_tuple_ok), pair(_tuple_bad)),
+        ("PyTree", pair(_pytree_ok), pair(_pytree_bad)),
+        ("*args", pair(_args_ok), pair(_args_bad)),
+        ("fixed size", pair(_fixed_ok), pair(_fixed_bad)),
+        ("expression", pair(_expr_ok), pair(_expr_bad)),
+        ("#broadcast", pair(_bcast_ok), pair(_bcast_bad)),
+        ("*batch", pair(_star_ok), pair(_star_bad)),
+        ("...", pair(_dots_ok), pair(_dots_bad)),
+        ("dtype", pair(_dtype_ok), pair(_dtype_bad)),
+    ]
+
+
+def _nt_ok(p: Pair) -> Float[Array, "n"]:
+    return p.a + p.b
+
+
+def _nt_bad(p: Pair) -> Float[Array, "n"]:
+    return p.a + p.b[:, None]
+
+
+def _td_ok(batch: Batch) -> Float[Array, "b"]:
+    return batch["x"].sum(1) + batch["y"]
+
+
+def _td_bad(batch: Batch) -> Float[Array, "b"]:
+    return batch["x"].sum(0) + batch["y"]
+
+
+def _dc_ok(lin: Linear, x: Float[Array, "b n"]) -> Float[Array, "b m"]:
+    return x @ lin.w * lin.scale + lin.bias
+
+
+def _dc_bad(lin: Linear, x: Float[Array, "b n"]) -> Float[Array, "b m"]:
+    return x @ lin.w * lin.scale + x
+
+
+def _tuple_ok(t: tuple[Float[Array, "n"], Float[Array, "n m"]]) -> Float[Array, "m"]:
+    return t[0] @ t[1]
+
+
+def _tuple_bad(t: tuple[Float[Array, "n"], Float[Array, "n m"]]) -> Float[Array, "m"]:
+    return t[1] @ t[0]
+
+
+def _pytree_ok(tree: PyTree[Float[Array, "n"]]) -> PyTree[Float[Array, "n"]]:
+    return jax.tree.map(lambda v: v * 2, tree)
+
+
+def _pytree_bad(tree: PyTree[Float[Array, "n"]]) -> PyTree[Float[Array, "n"]]:
+    return jax.tree.map(lambda v: v[1:], tree)
+
+
+def _args_ok(*xs: Float[Array, "n"]) -> Float[Array, "n"]:
+    return sum(xs, jnp.zeros(xs[0].shape))
+
+
+def _args_bad(*xs: Float[Array, "n"]) -> Float[Array, "n"]:
+    return jnp.stack(xs)
+
+
+def _fixed_ok(x: Float[Array, "b 3"], w: Float[Array, "3 4"]) -> Float[Array, "b 4"]:
+    return x @ w
+
+
+def _fixed_bad(x: Float[Array, "b 3"], w: Float[Array, "3 4"]) -> Float[Array, "b 4"]:
+    return x @ w[:2]
+
+
+def _expr_ok(x: Float[Array, "n"], y: Float[Array, "m"]) -> Float[Array, "n+m"]:
+    return jnp.concatenate([x, y])
+
+
+def _expr_bad(x: Float[Array, "n"], y: Float[Array, "m"]) -> Float[Array, "n+m"]:
+    return jnp.concatenate([x, y[1:]])
+
+
+def _bcast_ok(x: Float[Array, "b n"], s: Float[Array, "#b n"]) -> Float[Array, "b n"]:
+    return x * s
+
+
+def _bcast_bad(x: Float[Array, "b n"], s: Float[Array, "#b n"]) -> Float[Array, "b n"]:
+    return x * s.sum(0)[:, None]
+
+
+def _star_ok(x: Float[Array, "*batch n"]) -> Float[Array, "*batch"]:
+    return x.sum(-1)
+
+
+def _star_bad(x: Float[Array, "*batch n"]) -> Float[Array, "*batch"]:
+    return x.sum(0)
+
+
+def _dots_ok(x: Float[Array, "... n"], w: Float[Array, "n m"]) -> Float[Array, "... m"]:
+    return x @ w
+
+
+def _dots_bad(
+    x: Float[Array, "... n"], w: Float[Array, "n m"]
+) -> Float[Array, "... m"]:
+    return x @ w.T
+
+
+def _dtype_ok(
+    x: Int[Array, "n"], m: Bool[Array, "n"], s: Shaped[Array, "n"]
+) -> Int[Array, "n"]:
+    return jnp.where(m, x, 0) + s.astype(jnp.int32)
+
+
+def _dtype_bad(
+    x: Int[Array, "n"], m: Bool[Array, "n"], s: Shaped[Array, "n"]
+) -> Int[Array, "n"]:
+    return jnp.where(m, x, 0) + s
+
+
+@pytest.mark.parametrize(("form", "good", "bad"), _forms(), ids=lambda v: str(v))
+def test_each_annotation_form_checks_clean_and_finds_its_bug(
+    form: str, good: Any, bad: Any
+) -> None:
+    if form == "keyword-only":
+        good = treespec.jit(_kw_ok)
+        bad = treespec.jit(_kw_bad)
+    assert treespec.check_shapes(good).problems == ()
+    report = treespec.check_shapes(bad)
+    assert report.errors, (form, str(report))
+    assert not report.notes, str(report)
+
+
+def _kw_ok(x: Float[Array, "b n"], *, w: Float[Array, "n m"]) -> Float[Array, "b m"]:
+    return x @ w
+
+
+def _kw_bad(x: Float[Array, "b n"], *, w: Float[Array, "n m"]) -> Float[Array, "b m"]:
+    return x @ w.T
+
+
+def test_a_method_gets_an_abstract_self_from_the_field_annotations() -> None:
+    assert treespec.check_shapes(EqxLinear.__call__).problems == ()
+    (error,) = treespec.check_shapes(EqxLinear.wrong).errors
+    assert error.line == _line(EqxLinear.wrong.__wrapped__, "self.w.T")
+
+
+def test_a_bound_method_keeps_its_instance() -> None:
+    lin = EqxLinear(jnp.ones((3, 4)), jnp.ones(4))
+    ((_, out),) = treespec.check_shapes(lin.__call__).outputs
+    assert str(out.shape) == "(b, 4)"
+    (error,) = treespec.check_shapes(lin.wrong).errors
+    assert "(3,) and (4,)" in error.message
+
+
+def test_flax_struct_and_registered_dataclasses_are_built() -> None:
+    import dataclasses
+
+    struct = pytest.importorskip("flax.struct")
+
+    @struct.dataclass
+    class State:
+        w: Float[Array, "n m"]
+        name: str = struct.field(pytree_node=False, default="s")
+
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass
+    class Reg:
+        w: Float[Array, "n m"]
+
+    @treespec.jit
+    def f(s: State, r: Reg, x: Float[Array, "b n"]) -> Float[Array, "b m"]:
+        return x @ s.w + x @ r.w
+
+    @treespec.jit
+    def g(s: State, r: Reg, x: Float[Array, "b n"]) -> Float[Array, "b m"]:
+        return x @ s.w + x @ r.w.T
+
+    assert treespec.check_shapes(f).problems == ()
+    assert treespec.check_shapes(g).errors
+
+
+# -- values given ------------------------------------------------------------
+
+
+@treespec.jit
+def apply_mlp(mlp: eqx.nn.MLP, x: Float[Array, "b 8"]) -> Float[Array, "b 2"]:
+    return jax.vmap(mlp)(x)
+
+
+@treespec.jit
+def apply_mlp_wrong(mlp: eqx.nn.MLP, x: Float[Array, "b 8"]) -> Float[Array, "b 2"]:
+    return jax.vmap(mlp)(x.T)
+
+
+def test_a_model_of_library_layers_is_checked_with_the_instance_given() -> None:
+    mlp = eqx.nn.MLP(8, 2, 16, 2, key=jax.random.key(0))
+    (note,) = treespec.check_shapes(apply_mlp).problems
+    assert note.skipped and "check_shapes(apply_mlp, mlp=...)" in note.message
+    report = treespec.check_shapes(apply_mlp, mlp=mlp)
+    assert report.problems == ()
+    assert str(report.outputs[0][1].shape) == "(b, 2)"
+    (error,) = treespec.check_shapes(apply_mlp_wrong, mlp=mlp).errors
+    assert "got (8,) and (b,)" in error.message
+    assert error.line == _line(apply_mlp_wrong.__wrapped__, "x.T")
+
+
+def test_a_value_given_binds_its_dimensions_for_the_arguments_built() -> None:
+    lin = Linear(jnp.ones((3, 5)), jnp.ones(5))
+    ((_, out),) = treespec.check_shapes(treespec.jit(_dc_ok), lin=lin).outputs
+    assert str(out.shape) == "(b, 5)"
+    with_bad = Linear(jnp.ones((3, 5)), jnp.ones(4))
+    (error,) = treespec.check_shapes(treespec.jit(_dc_ok), lin=with_bad).errors
+    assert "argument lin" in error.message
+
+
+def test_dynamic_scalars_and_defaults_are_built() -> None:
+    @treespec.jit
+    def f(
+        x: Float[Array, "n"], lr: Dynamic[float], steps: Static[int] = 2
+    ) -> Float[Array, "n"]:
+        for _ in range(steps):
+            x = x * lr
+        return x
+
+    assert treespec.check_shapes(f).problems == ()
+
+
+# -- the model file, the planted bugs, the examples ---------------------------
+
+#: Each planted bug: its kind, the line of `model.py` it replaces, the bug.
+BUGS = [
+    ("missing keepdims",
+     "    return (x - mean) / jnp.sqrt(var + 1e-5) * scale + bias",
+     "    return (x - x.mean(-1)) / jnp.sqrt(var + 1e-5) * scale + bias"),
+    ("einsum indices", '    q = jnp.einsum("sd,dhk->hsk", x, layer.wq[i])',
+     '    q = jnp.einsum("sd,hdk->hsk", x, layer.wq[i])'),
+    ("transpose", "    scores = q @ jnp.swapaxes(k, -1, -2) / jnp.sqrt(q.shape[-1])",
+     "    scores = q @ k / jnp.sqrt(q.shape[-1])"),
+    ("bias width", "    h = act(x @ layer.w1[i] + layer.b1[i])",
+     "    h = act(x @ layer.w1[i] + layer.b2[i])"),
+    ("contraction", "    return h @ layer.w2[i] + layer.b2[i]",
+     "    return h @ layer.w1[i] + layer.b2[i]"),
+    ("one Literal mode", "            x = x * 0.9",
+     "            x = x + x.mean(axis=0)[:, None]"),
+    ("residual width", "        x = x + mlp(layers, i, x, cfg.activation)",
+     "        x = x + jax.nn.gelu(x @ layers.w1[i])"),
+    ("vmap axis",
+     '    return jax.vmap(lambda t: forward(params, t, cfg, "eval"))(tokens)',
+     '    return jax.vmap(lambda t: forward(params, t, cfg, "eval"), 1)(tokens)'),
+    ("concatenate axis", "    return jnp.concatenate([x, x], axis=-1)",
+     "    return jnp.concatenate([x, x], axis=0)"),
+    ("reduction axis", "    return x.mean(axis=0)", "    return x.mean(axis=1)"),
+    ("scan carry",
+     "    carry, _ = jax.lax.scan(lambda c, _: (c * 0.5 + x, None), x, None, length=3)",
+     "    carry, _ = jax.lax.scan(lambda c, _: (c[1:], None), x, None, length=3)"),
+    ("return dtype", "    return (logits.argmax(-1) == labels).mean()",
+     "    return (logits.argmax(-1) == labels).sum()"),
+]  # fmt: skip
+
+
+def _check(capsys: pytest.CaptureFixture[str], *targets: str) -> tuple[int, str]:
+    status = main(["check", *targets])
+    return status, capsys.readouterr().out
+
+
+def test_the_model_file_checks_clean(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out = _check(capsys, str(MODEL))
+    assert (status, out) == (0, "checked 6 functions: 0 errors, 0 notes, 0 skipped\n")
+
+
+@pytest.mark.parametrize(("kind", "clean", "bug"), BUGS, ids=[b[0] for b in BUGS])
+def test_each_planted_bug_is_reported_at_its_line(
+    kind: str, clean: str, bug: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = MODEL.read_text()
+    assert source.count(clean + "\n") == 1
+    planted = source.replace(clean + "\n", bug + "\n")
+    line = planted.splitlines().index(bug) + 1
+    path = tmp_path / f"model_{kind.replace(' ', '_')}.py"
+    path.write_text(planted)
+    status, out = _check(capsys, str(path))
+    assert status == 1, out
+    errors = [row for row in out.splitlines() if ": error: " in row]
+    assert errors, out
+    assert {row.split(":")[1] for row in errors} == {str(line)}, out
+    assert ": note: " not in out
+
+
+BUGGY = ROOT / "tests" / "shapes" / "model_bugs.py"
+
+#: The function each bug of `model_bugs.py` is reported in, and what its
+#: message must say of the dimensions, by the names the annotations give them.
+FOUND = {
+    "contraction": ("feed_contraction", "got (f,) and (d,)"),
+    "transpose": ("attend_transpose", "got (k,) and (s,)"),
+    "missing keepdims": ("normed", "(s, d), (s,)"),
+    "concatenate axis": ("widen", "'s 2*d'] with s bound by x, got float32[2*s,d]"),
+    "einsum indices": ("attend_einsum", "lhs.shape=(d, h, k)"),
+    "residual width": ("residual", "(s, d), (s, f)"),
+    "bias width": ("feed_bias", "(s, f), (d,)"),
+    "reduction axis": ("pool", "'d'] with d bound by x, got float32[s]"),
+    "one Literal mode": ("forward", "(s, d), (d, 1). (with mode='train')"),
+    "scan carry": ("smooth", "float32[s,d] but the corresponding output carry"),
+    "vmap axis": ("batched", "'b s v'] with b bound by tokens, s bound by tokens"),
+    "return dtype": ("accuracy", "expected Float[Array, ''], got int32[]"),
+}
+
+
+def test_one_check_of_the_buggy_model_reports_every_bug_at_its_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    marked = {
+        number: match.group(1)
+        for number, text in enumerate(BUGGY.read_text().splitlines(), 1)
+        if (match := re.search(r"  # BUG: ([\w ]+)$", text))
+    }
+    assert sorted(marked.values()) == sorted(FOUND)  # every kind, once each
+    status, out = _check(capsys, str(BUGGY))
+    assert status == 1
+    errors = {}
+    for row in out.splitlines()[:-1]:
+        found = re.fullmatch(r"[^:]+:(\d+): error: ([\w.]+): (.*)", row)
+        assert found, row  # an error line, never a note
+        errors[int(found.group(1))] = (found.group(2), found.group(3))
+    assert set(errors) == set(marked), out  # no more, no fewer
+    for number, kind in marked.items():
+        function, message = errors[number]
+        expected_function, about_the_dimensions = FOUND[kind]
+        assert function == expected_function, (kind, out)
+        assert about_the_dimensions in message, (kind, message)
+    assert out.splitlines()[-1] == "checked 12 functions: 12 errors, 0 notes, 0 skipped"
+
+
+def test_the_examples_check_with_no_error(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out = _check(capsys, str(ROOT / "examples"))
+    assert status == 0, out
+    *skips, summary = out.splitlines()
+    found = re.fullmatch(
+        r"checked (\d+) functions: 0 errors, 0 notes, (\d+) skipped", summary
+    )
+    assert found, out
+    functions, skipped = map(int, found.groups())
+    assert functions - skipped >= 2, out  # quickstart's mlp, data_parallel's loss_fn
+    # What is skipped is a TypedDict's Static field, which can have no default.
+    assert [line.split(": ")[2] for line in skips] == ["train_step", "step"], out
+    assert all("has no value; give one: check_shapes(" in line for line in skips)
+
+
+def _example(name: str) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        f"example_{name}", ROOT / "examples" / f"{name}.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # the TypedDicts' hints are read from it
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_examples_are_traced_and_their_steps_check_with_a_config_given() -> None:
+    quickstart, data_parallel = _example("quickstart"), _example("data_parallel")
+    report = treespec.check_shapes(quickstart.mlp)  # each Literal activation
+    assert report.problems == () and len(report.outputs) == 3
+    assert {str(out.shape) for _, out in report.outputs} == {"(b, 1)"}
+    cfg = {"hidden": 32, "activation": "tanh", "learning_rate": 0.1}
+    ((_, (params, loss)),) = treespec.check_shapes(quickstart.step, cfg=cfg).outputs
+    assert str(params["w1"].shape) == "(n, h)" and loss.shape == ()
+    assert treespec.check_shapes(data_parallel.loss_fn).problems == ()
+    cfg = {"learning_rate": 0.05, "activation": "relu"}
+    report = treespec.check_shapes(data_parallel.train_step, cfg=cfg)
+    assert report.problems == () and len(report.outputs) == 1
+
+
+# -- the command ---------------------------------------------------------------
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "treespec", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+
+
+SMALL = """
+import jax.numpy as jnp
+import treespec
+from jaxtyping import Array, Float
+from treespec import Static
+
+
+@treespec.jit
+def center(x: Float[Array, "b n"]) -> Float[Array, "b n"]:
+    return x - x.mean(axis=1)
+
+
+@treespec.jit
+def scale(x: Float[Array, "b n"], k: Static[int]) -> Float[Array, "b n"]:
+    return x * k
+"""
+
+
+def test_the_command_prints_mypy_lines_a_summary_and_exits_1(tmp_path: Path) -> None:
+    (tmp_path / "small.py").write_text(SMALL)
+    done = _run("check", "small.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines() == [
+        "small.py:10: error: center: Incompatible shapes for broadcasting: "
+        "shapes=[(b, n), (b,)]",
+        "small.py:14: note: scale: skipped: k (Static[int]) has no value; give "
+        "one: check_shapes(scale, k=...)",
+        "checked 2 functions: 1 error, 0 notes, 1 skipped",
+    ]
+
+
+def test_the_command_has_a_json_format_and_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "small.py").write_text(SMALL)
+    done = _run("check", "--format", "json", "small.py", cwd=tmp_path)
+    found = json.loads(done.stdout)
+    assert (found["functions"], found["errors"], found["skipped"]) == (2, 1, 1)
+    assert found["problems"][0]["line"] == 10
+    assert found["problems"][0]["severity"] == "error"
+    missing = _run("check", "nothing_here.py", cwd=tmp_path)
+    assert missing.returncode == 2 and "nothing_here.py" in missing.stderr

@@ -1,0 +1,10 @@
+"""`python -m treespec check FILE_OR_PACKAGE...`: see `_command.py`."""
+
+from __future__ import annotations
+
+import sys
+
+from ._command import main
+
+if __name__ == "__main__":
+    sys.exit(main())
