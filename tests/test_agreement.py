@@ -25,7 +25,7 @@ import pytest
 
 import treespec
 
-from .conftest import run_mypy
+from .conftest import HAS_TREE_STATIC, needs_tree_static, run_mypy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -677,6 +677,9 @@ def _field_source() -> tuple[str, list[range]]:
     lines = [HEADER, "import functools", ""]
     spans = []
     for i, (definition, value, _) in enumerate(FIELD_CASES):
+        if "jax.tree.static" in definition and not HAS_TREE_STATIC:
+            spans.append(range(0))  # its test skips, saying why
+            continue
         lines.append("")
         start = sum(part.count("\n") + 1 for part in lines) + 1
         lines.append(definition)
@@ -702,7 +705,12 @@ def field_module(
 @pytest.mark.parametrize(
     ("i", "refused"),
     [
-        pytest.param(i, refused, id=_class_name(definition))
+        pytest.param(
+            i,
+            refused,
+            id=_class_name(definition),
+            marks=[needs_tree_static] if "jax.tree.static" in definition else [],
+        )
         for i, (definition, _, refused) in enumerate(FIELD_CASES)
     ],
 )
@@ -728,6 +736,8 @@ def test_the_field_cases_compile_to_the_lines_read() -> None:
     source, spans = _field_source()
     lines = source.splitlines()
     for i, (definition, _, _) in enumerate(FIELD_CASES):
+        if not spans[i]:
+            continue  # a case this JAX cannot define
         block = "\n".join(lines[spans[i].start - 1 : spans[i].stop - 1])
         assert block.startswith(definition), (i, block)
         assert lines[spans[i].stop - 3].startswith(f"def field_fun_{i}(")

@@ -9,7 +9,17 @@ import dataclasses
 import re
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any, Generic, NamedTuple, Optional, TypedDict, TypeVar
+from typing import (
+    Annotated,
+    Any,
+    Generic,
+    NamedTuple,
+    NotRequired,
+    Optional,
+    Required,
+    TypedDict,
+    TypeVar,
+)
 
 import equinox as eqx
 import jax
@@ -18,7 +28,6 @@ import numpy as np
 import pytest
 from flax import struct
 from jaxtyping import Array, Float, PyTree
-from typing_extensions import NotRequired, Required
 
 import treespec
 from treespec import Donate, Dynamic, Static

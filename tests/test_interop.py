@@ -23,6 +23,8 @@ from flax import nnx, struct
 import treespec
 from treespec import Donate, Dynamic, SpecError, Static
 
+from .conftest import HAS_TREE_STATIC, needs_tree_static
+
 # -- a marker on a field held in the structure: refused by name ---------------
 
 
@@ -47,11 +49,15 @@ class FlaxNodeStatic(struct.PyTreeNode):
     name: Static[str] = struct.field(pytree_node=False)
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
-class TreeStaticDynamic:
-    w: jax.Array
-    scale: Dynamic[float] = jax.tree.static(default=1.0)  # noqa: RUF009
+if HAS_TREE_STATIC:
+
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass(frozen=True)
+    class TreeStaticDynamic:
+        w: jax.Array
+        scale: Dynamic[float] = jax.tree.static(default=1.0)  # noqa: RUF009
+else:
+    TreeStaticDynamic = None  # type: ignore[assignment,misc]
 
 
 @partial(jax.tree_util.register_dataclass, data_fields=["w"], meta_fields=["scale"])
@@ -99,7 +105,13 @@ def _decorate(cls: type) -> None:
     [
         (EqxStaticDynamic, "eqx.field(static=True)", "drop static=True"),
         (FlaxStaticDonate, "flax.struct.field(pytree_node=False)", "pytree_node=False"),
-        (TreeStaticDynamic, "jax.tree.static()", "data field"),
+        pytest.param(
+            TreeStaticDynamic,
+            "jax.tree.static()",
+            "data field",
+            marks=needs_tree_static,
+            id="TreeStaticDynamic",
+        ),
         (TreespecStaticInnerDynamic, "Static[...]", "treespec.dataclass"),
         (NnxStaticField, "nnx.static()", "nnx.data"),
     ],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +32,8 @@ def test_jit_shard_map_and_pmap_match_one_device() -> None:
 def test_data_parallel_example() -> None:
     out = _run(ROOT / "examples" / "data_parallel.py")
     assert "devices: 8 (cpu)" in out
-    assert "x sharding: P('data',), on 8 devices" in out
+    # JAX before 0.9 spells a PartitionSpec out in its repr.
+    assert re.search(r"x sharding: (P|PartitionSpec)\('data',\), on 8 devices", out)
     assert "traces of train_step: 1" in out
     losses = [float(line.split()[-1]) for line in out.splitlines() if "loss" in line]
     assert losses[-1] < losses[0]

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import run_mypy
+from .conftest import HAS_TREE_STATIC, run_mypy
 
 ROOT = Path(__file__).resolve().parent.parent
 TYPING = ROOT / "tests" / "typing"
@@ -30,9 +30,15 @@ _LINE = re.compile(
 )
 
 
+#: Case files that need a newer JAX than the floor, left out on an older one.
+_NEWER_JAX = () if HAS_TREE_STATIC else ("held_field_tree_static.py",)
+
+
 def _expected(folder: Path) -> set[tuple[str, int, str]]:
     out = set()
     for path in sorted(folder.glob("*.py")):
+        if path.name in _NEWER_JAX:
+            continue
         for number, line in enumerate(path.read_text().splitlines(), 1):
             mark = _MARK.search(line)
             if mark and mark.group(1) == "E":
@@ -48,7 +54,7 @@ _OVERLOAD_NOTE = re.compile(r"^(Possible overload variants?:|    def )")
 
 
 def _mypy(folder: Path, config: Path) -> set[tuple[str, int, str]]:
-    done = run_mypy(folder, config, ROOT)
+    done = run_mypy(folder, config, ROOT, skip=_NEWER_JAX)
     got = set()
     for line in done.stdout.splitlines():
         match = _LINE.match(line)

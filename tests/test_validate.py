@@ -7,14 +7,13 @@ import enum
 import traceback
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Literal, NamedTuple, TypedDict
+from typing import Any, Literal, NamedTuple, NotRequired, TypedDict
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jaxtyping import Array, Float, Int, PyTree
-from typing_extensions import NotRequired
 
 import treespec
 from treespec import Dynamic, Static, ValidationError

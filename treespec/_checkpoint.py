@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import Any, Never, TypeVar, overload
 
 import jax
-from typing_extensions import Never, ParamSpec
+from typing_extensions import ParamSpec
 
 from ._api import caller_namespace
 from ._outputs import join_output

@@ -127,7 +127,13 @@ def _registered(cls: type) -> bool:
     import jax
 
     is_node = getattr(jax.tree_util.default_registry, "is_node", None)
-    return bool(is_node(cls)) if is_node is not None else False
+    if is_node is not None:
+        return bool(is_node(cls))
+    # JAX before 0.9 has no `is_node`: its Python-side record of the same
+    # registry (every `register_pytree_node`/`register_dataclass` class).
+    from jax._src import tree_util
+
+    return cls in getattr(tree_util, "_registry", ())
 
 
 def _declared_in(cls: type, name: str) -> Any:

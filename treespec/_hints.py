@@ -166,9 +166,7 @@ def _is_jaxtyping_pytree(tp: Any) -> bool:
 
 
 def _is_array_class(tp: Any) -> bool:
-    # `dict[str, int]` is not a class to ask `issubclass` about (an older JAX,
-    # whose `jax.Array` is an ABC, raises on it where a Python says it is one).
-    if not isinstance(tp, type) or isinstance(tp, types.GenericAlias):
+    if not isinstance(tp, type):
         return False
     from ._rules import ARRAY_TYPES
 

@@ -6,10 +6,10 @@ import inspect
 import logging
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Concatenate, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Concatenate, Protocol, Self, TypeVar, overload
 
 import jax
-from typing_extensions import ParamSpec, Self
+from typing_extensions import ParamSpec
 
 from ._api import caller_namespace
 from ._cache import JitState, freeze, shared_state

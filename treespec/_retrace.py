@@ -98,4 +98,9 @@ def _sharding(sharding: object) -> str:
     if spec is None:
         return repr(sharding)
     where = " ".join(f"{n}={s}" for n, s in zip(names, sizes)) or "none"
-    return f"{type(sharding).__name__}({spec}, mesh {where})"
+    # `P(...)` whatever JAX's own repr (`PartitionSpec(...)` before 0.9).
+    try:
+        shown = f"P{tuple(spec)!r}"
+    except TypeError:  # not a PartitionSpec
+        shown = repr(spec)
+    return f"{type(sharding).__name__}({shown}, mesh {where})"

@@ -61,6 +61,9 @@ ARRAY_TYPES: Final = frozenset(
         "jax.ShapeDtypeStruct",
         "jax._src.api.ShapeDtypeStruct",
         "jax._src.core.ShapeDtypeStruct",
+        # A member of `jax.typing.ArrayLike` in JAX 0.8 (a NumPy array that
+        # keeps its JAX dtype), not an `ndarray` subclass.
+        "jax._src.literals.TypedNdArray",
     }
 )
 

@@ -12,12 +12,13 @@ from typing import (
     Concatenate,
     Generic,
     Protocol,
+    Self,
     TypeVar,
     cast,
     overload,
 )
 
-from typing_extensions import ParamSpec, Self
+from typing_extensions import ParamSpec
 
 from ._api import in_class_body, method_spec, spec_for
 from ._cache import freeze, owner_of

@@ -1,5 +1,3 @@
-import dataclasses
-
 import equinox as eqx
 import jax
 from flax import nnx, struct
@@ -19,14 +17,6 @@ class State:
     w: jax.Array
     name: Static[str] = struct.field(pytree_node=False)
     lr: Donate[float] = struct.field(pytree_node=False)  # E: treespec-held-field
-
-
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
-class Op:
-    x: jax.Array
-    op: Static[str] = jax.tree.static(default="add")
-    scale: Dynamic[float] = jax.tree.static(default=1.0)  # E: treespec-held-field
 
 
 @treespec.dataclass

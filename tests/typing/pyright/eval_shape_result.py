@@ -1,10 +1,9 @@
 """eval_shape's result as pyright sees it."""
 
-from typing import Any
+from typing import Any, assert_type
 
 import jax
 import jax.numpy as jnp
-from typing_extensions import assert_type
 
 import treespec
 from treespec import Static
