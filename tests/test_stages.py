@@ -54,6 +54,30 @@ def test_jax_export_takes_a_treespec_function_with_statics_baked_in() -> None:
         np.testing.assert_allclose(out, expected, rtol=1e-6)
 
 
+def test_a_wholly_static_argument_leaves_the_exported_signature_as_in_jax() -> None:
+    # As jax.jit's static_argnums: exp.call(x) for g(x, depth); a static leaf
+    # inside a traced argument stays None (cfg['depth'] above).
+    def g(x: jax.Array, depth: Static[int]) -> jax.Array:
+        return x * depth
+
+    spec = jax.ShapeDtypeStruct((3,), jnp.float32)
+    theirs = jax.export.export(jax.jit(g, static_argnums=1))(spec, 2)
+    ours = jax.export.export(treespec.jit(g))(spec, 2)
+    assert ours.in_tree == theirs.in_tree == jax.tree.structure(((X,), {}))
+    restored = jax.export.deserialize(ours.serialize())
+    np.testing.assert_allclose(restored.call(jnp.ones(3)), 2.0)
+    # A keyword argument: as static_argnames.
+    keyword = treespec.jit(lambda x, *, depth: x * depth, static_flags={"depth": True})
+    assert jax.export.export(keyword)(spec, depth=2).in_tree == theirs.in_tree
+    # The stages agree: the program's arguments are the traced ones; a Compiled
+    # is still called like the function, static arguments included.
+    lowered = treespec.jit(g).lower(jnp.ones(3), 2)
+    assert lowered.in_tree == theirs.in_tree
+    np.testing.assert_allclose(lowered.compile()(jnp.ones(3), 2), 2.0)
+    with pytest.raises(ValidationError, match="compiled for 2, called with 3"):
+        lowered.compile()(jnp.ones(3), 3)
+
+
 def test_an_exported_program_returns_arrays_with_none_for_the_other_outputs() -> None:
     # Non-array outputs are constants of the trace: the program (and a serving
     # process without treespec) gets None in their places; eval_shape and
