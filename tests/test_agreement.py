@@ -877,5 +877,5 @@ def test_the_plugin_names_the_field_that_cannot_be_traced(
     def f(m: Dynamic[eqx.nn.MLP]) -> None: ...
 
     mlp = eqx.nn.MLP(2, 2, 2, 1, key=jax.random.PRNGKey(0))
-    with pytest.raises(treespec.ValidationError, match="at m.activation"):
+    with pytest.raises(treespec.ValidationError, match=r"at m\.activation"):
         treespec.jit(f)(mlp)
