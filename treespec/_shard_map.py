@@ -70,12 +70,14 @@ class _ShardMapped(Transformed[_P, _R]):
         specs = []
         for i, entry in enumerate(entries):
             if split.kinds[i] is Kind.STATIC:
-                if entry.exact and entry.value:
+                # `P()` too (an empty tuple): written at a static leaf, any
+                # spec would be ignored, as jit's in_shardings refuses.
+                if entry.exact and entry.value is not None:
                     info = split.plan.infos[i]
                     raise SpecError(
                         f"{entry.where} shards {info.path}, which is static "
                         f"({info.source}); static leaves are passed to every shard "
-                        "whole: give None or P() there, or mark the leaf Dynamic."
+                        "whole: give None there, or mark the leaf Dynamic."
                     )
                 continue
             specs.append(_REPLICATED if entry.value is None else entry.value)
@@ -83,7 +85,11 @@ class _ShardMapped(Transformed[_P, _R]):
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         key, dynamic = self._splitter.split_call(args, kwargs)
-        mapped = self._mapped.get(key)
+        try:
+            mapped = self._mapped.get(key)
+        except TypeError:  # an unhashable static leaf: named, as under jit
+            self._refuse(args, kwargs)
+            raise
         if mapped is None:
             specs = self._specs(key, args, kwargs)
 

@@ -265,6 +265,15 @@ class Transformed(Generic[_P, _R]):
             "loading it."
         )
 
+    def _refuse(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Raise the `ValidationError` naming the leaves of a call that JAX
+        refused, if treespec finds them (else the caller re-raises JAX's)."""
+        error = self._splitter.diagnose(args, kwargs)
+        if error is not None:
+            # Raised from None: JAX's error stays reachable as __context__
+            # without being printed ahead of the one that names the leaf.
+            raise error from None
+
     def _call_fun(self, key: Key, dynamic: tuple[Any, ...], checked: Any = None) -> Any:
         """Rebuild the call from (key, dynamic), validate it, and run the function.
 

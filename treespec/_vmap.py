@@ -308,7 +308,13 @@ class _PMapped(_AxisMapped[_P, _R]):
         key: Key
         key, dynamic = self._splitter.split_call(args, kwargs)
         axes = self._axes(key[0], dynamic, args, kwargs)
-        out = self._compiled_for(key[0], axes)(key, *dynamic)
+        try:
+            out = self._compiled_for(key[0], axes)(key, *dynamic)
+        except (TypeError, ValueError):
+            # `jax.pmap` hashes the key before anything traces: a leaf it
+            # refuses (an array at a static leaf) is named, as under jit.
+            self._refuse(args, kwargs)
+            raise
         if self._out_axes is not None:
             return self._out_axes.join(out, self._records[key])  # type: ignore[no-any-return]
         return join_output(out)  # type: ignore[no-any-return]
