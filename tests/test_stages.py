@@ -89,7 +89,7 @@ def test_an_exported_program_returns_arrays_with_none_for_the_other_outputs() ->
     spec = jax.ShapeDtypeStruct((3,), jnp.float32)
     exported = jax.export.export(tagged)(spec, "a")
     restored = jax.export.deserialize(exported.serialize())
-    y, name, extra = restored.call(jnp.ones(3), None)
+    y, name, extra = restored.call(jnp.ones(3))
     np.testing.assert_allclose(y, 2.0)
     assert (name, extra) == (None, {"k": (None, None)})
     assert tagged.eval_shape(spec, "a")[1:] == ("a", {"k": (1, 2.5)})
