@@ -756,9 +756,9 @@ class StaticDict:
     ),
     (
         """@treespec.dataclass
-class StaticDeque:
+class StaticOrdered:
     w: jax.Array
-    names: Static[collections.deque[int]]""",
+    names: Static[collections.OrderedDict[str, int]]""",
         True,
     ),
     (

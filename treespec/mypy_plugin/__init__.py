@@ -27,6 +27,9 @@ or ``disable_error_code = treespec-unhashable-static``):
   NNX is told is data.
 - ``treespec-unfollowed-class``: a marker on a field of a pytree class that
   flattens itself (``register_pytree_node_class``): nothing can follow it.
+- ``treespec-mutable-static``: a ``treespec.dataclass`` field ``Static[...]`` of
+  a mutable container (``list``, ``dict``, ``set``, ...), which the runtime
+  refuses when the class is defined (as JAX metadata it would go stale).
 
 How it works, in three parts that keep to what mypy keeps (so a clean run, a
 warm-cache run and ``dmypy`` see the same):
