@@ -623,6 +623,28 @@ class JaxTraced:
         True,
     ),
     (
+        """@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class MetadataTraced:
+    w: jax.Array
+    scale: Dynamic[float] = dataclasses.field(
+        default=1.0, metadata={'static': True}
+    )""",
+        "MetadataTraced(jax.numpy.ones(2))",
+        True,
+    ),
+    (
+        """@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class MetadataData:
+    w: jax.Array
+    scale: Dynamic[float] = dataclasses.field(
+        default=1.0, metadata={'static': False}
+    )""",
+        "MetadataData(jax.numpy.ones(2))",
+        False,
+    ),
+    (
         """@functools.partial(
     jax.tree_util.register_dataclass, data_fields=['w'], meta_fields=['scale']
 )

@@ -168,9 +168,33 @@ def test_a_partly_donated_argument_cannot_be_lowered_as_is() -> None:
         return state["w"] + state["b"]
 
     state = {"w": jnp.ones(2), "b": jnp.ones(2)}
-    with pytest.raises(SpecError, match=r"state\['w'\].*whole arguments"):
+    with pytest.raises(SpecError, match=r"state\['w'\].*whole arguments") as info:
         mixed.lower(state)
+    # Exactly the leaves of each side: the donated one is not among those kept.
+    assert "(donated: state['w']; kept: state['b'])" in str(info.value)
     assert float(mixed(state)[0]) == 2.0  # the call donates leaf by leaf
+
+
+def _main_signature(lowered: Any) -> str:
+    (line,) = [line for line in lowered.as_text().splitlines() if "@main(" in line]
+    return str(line)
+
+
+def test_a_donated_keyword_argument_is_donated_by_lower_and_compile() -> None:
+    @treespec.jit
+    def add(x: jax.Array, *, buf: Donate[jax.Array]) -> jax.Array:
+        return buf + x
+
+    @treespec.jit
+    def kept(x: jax.Array, *, buf: jax.Array) -> jax.Array:
+        return buf + x
+
+    lowered = add.lower(jnp.ones(3), buf=jnp.ones(3))
+    # The program's second argument (buf) gives its buffer to the output.
+    assert "%arg1: tensor<3xf32> {tf.aliasing_output" in _main_signature(lowered)
+    assert "aliasing" not in _main_signature(kept.lower(jnp.ones(3), buf=jnp.ones(3)))
+    compiled = lowered.compile()
+    np.testing.assert_allclose(compiled(jnp.ones(3), buf=jnp.ones(3)), 2.0)
 
 
 # -- messages in the user's terms -------------------------------------------------
