@@ -400,3 +400,24 @@ def test_a_plain_class_with_marker_annotations_is_no_class_that_flattens_itself(
         return x * p.a
 
     np.testing.assert_allclose(f(jnp.ones(2), PlainMarked(3.0, "p")), 3.0)
+
+
+class NnxPlain(nnx.Module):
+    def __init__(self) -> None:
+        self.w = nnx.Param(jnp.ones(2))
+        self.scale = 0.5
+        self.name = "m"
+
+
+def test_explain_lists_the_plain_attributes_nnx_holds_static(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # They are in the cache key (a new value retraces): listed, with their fate.
+    def f(m: NnxPlain) -> jax.Array:
+        return m.w * m.scale
+
+    treespec.explain(f, NnxPlain())
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert " static " in rows["m.scale"] and "float 0.5" in rows["m.scale"], rows
+    assert "which NNX holds static" in rows["m.name"], rows
+    assert " dynamic " in rows["m.w.value"], rows

@@ -225,6 +225,14 @@ def test_a_compiled_called_with_a_new_static_value_names_both_values() -> None:
     )
 
 
+def test_a_compiled_called_with_a_string_at_a_traced_leaf_shows_the_string() -> None:
+    compiled = forward.lower(X, CFG).compile()
+    bad: Any = {"depth": 2, "scale": "0.5"}
+    assert _issues(lambda: compiled(X, bad)) == [
+        "argument cfg, at cfg['scale']: compiled for float[], called with str '0.5'"
+    ]
+
+
 def test_a_compiled_called_with_another_structure_names_the_argument() -> None:
     @treespec.jit
     def total(x: jax.Array, parts: dict[str, Any]) -> jax.Array:

@@ -402,7 +402,7 @@ def test_output_trees_cannot_describe_non_array_leaves(which: Any) -> None:
     assert transform(_tagged, **{name: entry})(x)["tag"] == "t"
     # A tree, where the output also holds a non-array leaf: a SpecError says why.
     tagged = transform(_tagged, **{name: {"y": entry, "tag": entry}})
-    with pytest.raises(SpecError, match=f"returns non-array leaves.*{name}"):
+    with pytest.raises(SpecError, match=f"returns non-array leaves.*one {name} entry"):
         tagged(x)
 
 

@@ -35,11 +35,12 @@ from typing import TYPE_CHECKING, Any
 import jax
 
 from ._diagnose import aval
-from ._errors import Issue, SpecError, ValidationError, location
+from ._errors import Issue, SpecError, ValidationError, describe_value, location
 from ._outputs import WithStatic
 from ._partition import combine
 from ._plan import Kind
 from ._routes import Key, key_split, key_static
+from ._rules import is_array_like
 
 if TYPE_CHECKING:
     from ._splitter import Splitter
@@ -378,5 +379,7 @@ def _mismatches(compiled: StagedCall, call: StagedCall) -> list[Issue]:
         elif static and (type(old) is not type(new) or old != new):
             issues.append(Mismatch(loc, _shown(old, new), _shown(new, old)))
         elif not static and aval(old) != aval(new):
-            issues.append(Mismatch(loc, aval(old), aval(new)))
+            # A value that is no array (a str) is shown as one, as elsewhere.
+            got = aval(new) if is_array_like(new) else describe_value(new)
+            issues.append(Mismatch(loc, aval(old), got))
     return issues

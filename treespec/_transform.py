@@ -298,8 +298,9 @@ class Transformed(Generic[_P, _R]):
             # A tree of output specs cannot describe the aux-only part.
             raise SpecError(
                 f"{self.spec.name} returns non-array leaves, which a tree of "
-                f"{what} cannot describe: pass one "
-                f"{what[:-1] if what.endswith('s') else what} for the whole output, "
-                "or return arrays only."
+                f"{what} cannot describe (it covers array outputs only): give "
+                f"one {what} entry for the whole output"
+                + (", or callables (eqx.if_array(0))" if what == "out_axes" else "")
+                + ", or return arrays only."
             )
         return out

@@ -61,8 +61,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from mypy.nodes import TypeAlias
-from mypy.plugin import AnalyzeTypeContext, ClassDefContext, FunctionContext, Plugin
-from mypy.types import Type, TypeAliasType
+from mypy.plugin import (
+    AnalyzeTypeContext,
+    ClassDefContext,
+    FunctionContext,
+    MethodSigContext,
+    Plugin,
+)
+from mypy.types import FunctionLike, Type, TypeAliasType
 
 from .class_facts import DATACLASS_PYTREES, record_class
 from .eval_shape import EVAL_SHAPE, eval_shape_call
@@ -75,6 +81,7 @@ from .markers import (
 )
 from .options import TRANSFORMS, DecoratorIndex, transform_call
 from .partial import partial_call
+from .signature import CALLS, named_call
 from .spelling import ANNOTATED, MARKER_ALIASES, analysed_marker
 
 __all__ = ["plugin"]
@@ -163,6 +170,12 @@ class TreespecPlugin(Plugin):
         if fullname in TRANSFORMS:
             return functools.partial(transform_call, index=self._decorators)
         return None
+
+    def get_method_signature_hook(
+        self, fullname: str
+    ) -> Callable[[MethodSigContext], FunctionLike] | None:
+        # A call of a transformed function: named for it in mypy's messages.
+        return named_call if fullname in CALLS else None
 
     def get_customize_class_mro_hook(
         self, fullname: str
