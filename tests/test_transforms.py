@@ -606,3 +606,46 @@ def test_a_replicated_in_sharding_at_a_static_leaf_is_refused() -> None:
     jitted = treespec.jit(_depth, in_shardings=(replicated, {"depth": replicated}))
     with pytest.raises(SpecError, match=r"in_shardings.*depth.*static"):
         jitted(jnp.ones(2), {"depth": 2})
+
+
+# -- trace_count and explain_recompiles of pmap and shard_map --------------------
+
+
+def test_pmap_counts_its_traces_and_explains_a_retrace(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    parallel = treespec.pmap(_depth, explain_recompiles=True)
+    x = jnp.ones((1, 3))
+    with caplog.at_level("WARNING", logger="treespec"):
+        parallel(x, {"depth": 2})
+        parallel(x * 2, {"depth": 2})
+        assert parallel.trace_count == 1
+        parallel(x, {"depth": 3})
+    assert parallel.trace_count == 2
+    (message,) = [r.getMessage() for r in caplog.records if r.name == "treespec"]
+    assert "treespec.pmap: retracing _depth (trace #2)" in message, message
+    assert "cfg['depth']: 2 (int) -> 3 (int)" in message, message
+
+
+def test_shard_map_counts_its_traces_eager_and_under_jit(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sharded = treespec.shard_map(
+        _depth,
+        _one_device_mesh(),
+        in_specs=P("d"),
+        out_specs=P(),
+        check_vma=False,
+        explain_recompiles=True,
+    )
+    with caplog.at_level("WARNING", logger="treespec"):
+        sharded(jnp.ones(2), {"depth": 2})
+        sharded(jnp.ones(2), {"depth": 2})
+    # An eager call traces each time it runs, as jax.shard_map's: said so.
+    assert sharded.trace_count == 2
+    (message,) = [r.getMessage() for r in caplog.records if r.name == "treespec"]
+    assert "no leaf changed" in message and "treespec.jit" in message, message
+    compiled = treespec.jit(sharded)
+    compiled(jnp.ones(2), {"depth": 2})
+    compiled(jnp.ones(2), {"depth": 2})
+    assert sharded.trace_count == 3

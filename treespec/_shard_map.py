@@ -16,7 +16,7 @@ from ._outputs import join_output
 from ._plan import Kind
 from ._prefix import broadcast_call
 from ._routes import Key
-from ._transform import Transformed
+from ._transform import Counted
 
 __all__ = ["shard_map"]
 
@@ -31,8 +31,12 @@ def _is_spec_entry(x: Any) -> bool:
     return x is None or isinstance(x, PartitionSpec)
 
 
-class _ShardMapped(Transformed[_P, _R]):
+class _ShardMapped(Counted[_P, _R]):
     _name = "shard_map"
+    _unchanged = (
+        "no leaf changed: an eager shard_map call traces each time it runs, "
+        "as jax.shard_map's does; wrap it in treespec.jit to trace it once"
+    )
 
     def __init__(
         self,
@@ -118,7 +122,8 @@ def shard_map(
     static_flags: Any = None,
     default: str = "infer",
     validate: bool = True,
-) -> Transformed[_P, _R]:
+    explain_recompiles: bool = False,
+) -> Counted[_P, _R]:
     """`jax.shard_map` whose `in_specs` cover only the dynamic leaves.
 
     **Arguments:**
@@ -132,12 +137,16 @@ def shard_map(
       leaves reach every shard as the Python values.
     - `out_specs`: as in JAX, over the array outputs.
     - `check_vma`: as in JAX.
-    - `static_flags`, `default`, `validate`: as for
-      [`treespec.jit`][treespec.jit].
+    - `static_flags`, `default`, `validate`, `explain_recompiles`: as for
+      [`treespec.jit`][treespec.jit]. `Donate` leaves are not donated by an
+      eager call (JAX's eager `shard_map` runs without compiling): wrap the
+      sharded function in [`treespec.jit`][treespec.jit] to donate them.
 
     **Returns:**
 
-    The sharded function (traced once per static key).
+    The sharded function. Its `.trace_count` says how often it traced: an
+    eager call traces each time it runs (as `jax.shard_map`'s does); inside
+    `treespec.jit` it traces once per static key.
 
     !!! example
 
@@ -169,5 +178,6 @@ def shard_map(
         static_flags=static_flags,
         default=default,
         validate=validate,
+        explain_recompiles=explain_recompiles,
         localns=caller_namespace(1),
     )

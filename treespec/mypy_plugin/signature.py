@@ -21,6 +21,7 @@ CALLS: Final = frozenset(
         "treespec._jit.Jitted.__call__",
         "treespec._jit.BoundJitted.__call__",
         "treespec._transform.Transformed.__call__",
+        "treespec._transform.Counted.__call__",
         "treespec._transform.BoundTransform.__call__",
     }
 )
