@@ -38,7 +38,7 @@ from ._diagnose import aval
 from ._errors import Issue, SpecError, ValidationError, describe_value, location
 from ._outputs import WithStatic
 from ._partition import combine
-from ._plan import Kind
+from ._plan import Kind, Split
 from ._routes import Key, key_split, key_static
 from ._rules import is_array_like
 
@@ -110,7 +110,7 @@ class StagedCall:
 
 
 def _wholly_static(
-    call: StagedCall, split: Any
+    call: StagedCall, split: Split
 ) -> tuple[tuple[int, ...], tuple[str, ...]]:
     """The positional indices and keyword names of the arguments with at
     least one leaf, all of them static."""
