@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
+import types
 import warnings
 from pathlib import Path
 from typing import Any
@@ -622,6 +623,28 @@ class JaxTraced:
         True,
     ),
     (
+        """@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class MetadataTraced:
+    w: jax.Array
+    scale: Dynamic[float] = dataclasses.field(
+        default=1.0, metadata={'static': True}
+    )""",
+        "MetadataTraced(jax.numpy.ones(2))",
+        True,
+    ),
+    (
+        """@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class MetadataData:
+    w: jax.Array
+    scale: Dynamic[float] = dataclasses.field(
+        default=1.0, metadata={'static': False}
+    )""",
+        "MetadataData(jax.numpy.ones(2))",
+        False,
+    ),
+    (
         """@functools.partial(
     jax.tree_util.register_dataclass, data_fields=['w'], meta_fields=['scale']
 )
@@ -741,3 +764,150 @@ def test_the_field_cases_compile_to_the_lines_read() -> None:
         block = "\n".join(lines[spans[i].start - 1 : spans[i].stop - 1])
         assert block.startswith(definition), (i, block)
         assert lines[spans[i].stop - 3].startswith(f"def field_fun_{i}(")
+
+
+# -- what a class definition alone is refused for -------------------------------
+
+#: (a class definition, refused by the runtime when the class is defined). A
+#: mutable container under `Static[...]` in a `treespec.dataclass` field would
+#: go stale as JAX metadata: the runtime refuses the class, the plugin the line.
+DEFINITION_CASES: list[tuple[str, bool]] = [
+    (
+        """@treespec.dataclass
+class StaticList:
+    w: jax.Array
+    sizes: Static[list[int]]""",
+        True,
+    ),
+    (
+        """@treespec.dataclass
+class StaticDict:
+    w: jax.Array
+    names: Static[dict[str, int]]""",
+        True,
+    ),
+    (
+        """@treespec.dataclass
+class StaticOrdered:
+    w: jax.Array
+    names: Static[collections.OrderedDict[str, int]]""",
+        True,
+    ),
+    (
+        """@treespec.dataclass
+class StaticTuple:
+    w: jax.Array
+    sizes: Static[tuple[int, ...]]""",
+        False,
+    ),
+    (
+        """@treespec.dataclass
+class StaticFrozen:
+    w: jax.Array
+    names: Static[frozenset[str]]""",
+        False,
+    ),
+    (
+        """@treespec.dataclass
+class TracedList:
+    w: list[jax.Array]""",
+        False,
+    ),
+]
+
+
+def _definition_source() -> tuple[str, list[range]]:
+    """The definitions module, and the lines of each definition."""
+    lines = [HEADER]
+    spans = []
+    for definition, _ in DEFINITION_CASES:
+        lines.append("")
+        start = sum(part.count("\n") + 1 for part in lines) + 1
+        lines.append(definition)
+        spans.append(range(start, start + definition.count("\n") + 1))
+    return "\n".join(lines) + "\n", spans
+
+
+@pytest.fixture(scope="module")
+def definition_lines(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[int, list[tuple[str, str]]]:
+    """`(code, message)` of each error mypy reports, by line."""
+    folder = tmp_path_factory.mktemp("definition_agreement")
+    (folder / "definition_cases.py").write_text(_definition_source()[0])
+    config = folder / "mypy.ini"
+    config.write_text("[mypy]\nplugins = treespec.mypy_plugin\n")
+    done = run_mypy(folder / "definition_cases.py", config, folder)
+    found: dict[int, list[tuple[str, str]]] = {}
+    for line in done.stdout.splitlines():
+        match = re.match(
+            r"^.*definition_cases\.py:(\d+): error: (.*)  \[([a-z-]+)\]$", line
+        )
+        assert match, line
+        found.setdefault(int(match[1]), []).append((match[3], match[2]))
+    return found
+
+
+@pytest.mark.parametrize(
+    ("i", "refused"),
+    [
+        pytest.param(i, refused, id=_class_name(definition))
+        for i, (definition, refused) in enumerate(DEFINITION_CASES)
+    ],
+)
+def test_runtime_and_plugin_agree_on_class_definitions(
+    i: int, refused: bool, definition_lines: dict[int, list[tuple[str, str]]]
+) -> None:
+    definition = DEFINITION_CASES[i][0]
+    # A module of its own: dataclasses reads the class's module.
+    module = types.ModuleType(f"definition_case_{i}")
+    sys.modules[module.__name__] = module
+    namespace = module.__dict__
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        exec(HEADER, namespace)
+    try:
+        exec(definition, namespace)
+        runtime_refuses = False
+    except treespec.SpecError as error:
+        runtime_refuses = True
+        message = str(error)
+    assert runtime_refuses is refused
+    span = _definition_source()[1][i]
+    found = [
+        (code, text)
+        for line in span
+        for code, text in definition_lines.get(line, [])
+        if code.startswith("treespec-")
+    ]
+    assert [code for code, _ in found] == (
+        ["treespec-mutable-static"] if refused else []
+    ), found
+    if refused:  # the runtime's words
+        assert found[0][1] == message
+
+
+def test_the_plugin_names_the_field_that_cannot_be_traced(
+    tmp_path: Path,
+) -> None:
+    # `Dynamic[eqx.nn.MLP]`: the runtime names the callable fields; so does
+    # the plugin, not only "a callable cannot be traced".
+    source = HEADER + "\n\ndef f(m: Dynamic[eqx.nn.MLP]) -> None: ...\n"
+    (tmp_path / "named_field.py").write_text(source)
+    config = tmp_path / "mypy.ini"
+    config.write_text("[mypy]\nplugins = treespec.mypy_plugin\n")
+    out = run_mypy(tmp_path / "named_field.py", config, tmp_path).stdout
+    assert "[treespec-non-array-dynamic]" in out, out
+    # The key paths below the annotated value (the plugin sees the
+    # annotation, not the parameter it is on).
+    assert ".activation" in out and ".final_activation" in out, out
+    import equinox as eqx
+    import jax
+
+    from treespec import Dynamic
+
+    def f(m: Dynamic[eqx.nn.MLP]) -> None: ...
+
+    mlp = eqx.nn.MLP(2, 2, 2, 1, key=jax.random.PRNGKey(0))
+    with pytest.raises(treespec.ValidationError, match=r"at m\.activation"):
+        treespec.jit(f)(mlp)

@@ -71,6 +71,12 @@ def _run_page(page: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, st
     # forward references look classes up through sys.modules.
     module = types.ModuleType(f"docs_{page.stem}")
     monkeypatch.setitem(sys.modules, module.__name__, module)
+    # As in a fresh process: a page may register its classes' export
+    # serialization (JAX's registry refuses a name registered twice).
+    from jax._src.export import _export
+
+    for registry in ("serialization_registry", "deserialization_registry"):
+        monkeypatch.setattr(_export, registry, dict(getattr(_export, registry)))
     namespace = module.__dict__
     outputs: list[tuple[str, str]] = []
     printed = ""  # by the Python blocks since the last other block

@@ -669,3 +669,25 @@ def test_a_wrapper_around_a_function_without_markers_is_quiet(
     with caplog.at_level("WARNING", logger="treespec"):
         treespec.jit(_logged(plain))
     assert [r for r in caplog.records if r.name == "treespec"] == []
+
+
+def test_a_wrapper_with_annotations_of_its_own_is_not_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Its `*args`/`**kwargs` say what they take: it hides nothing by accident.
+    def update(params: Donate[dict[str, jax.Array]], n: Static[int]) -> Any:
+        return params
+
+    def typed(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def inner(*args: jax.Array, **kwargs: int) -> Any:
+            return fn(*args, **kwargs)
+
+        return inner
+
+    with caplog.at_level("WARNING", logger="treespec"):
+        treespec.jit(typed(update))
+    assert [r for r in caplog.records if r.name == "treespec"] == []
+    # The same wrapper without its annotations is reported.
+    with caplog.at_level("WARNING", logger="treespec"):
+        treespec.jit(_logged(update))
+    assert [r for r in caplog.records if r.name == "treespec"] != []

@@ -361,3 +361,75 @@ def test_markers_in_a_class_that_flattens_itself_are_refused() -> None:
         @treespec.jit
         def marked_where_used(p: Dynamic[SelfFlattening]) -> jax.Array:
             return p.a
+
+
+def test_the_refusal_of_a_marker_on_a_held_field_quotes_it_as_written() -> None:
+    with pytest.raises(SpecError, match=r"scale is annotated Dynamic\[float\], but"):
+        _decorate(EqxStaticDynamic)
+
+
+class NnxNeverSet(nnx.Module):
+    """An annotated attribute that `__init__` leaves unset."""
+
+    w: Dynamic[jax.Array]
+    later: Static[int]
+
+    def __init__(self) -> None:
+        self.w = jnp.ones(2)
+
+
+def test_an_annotated_nnx_attribute_an_instance_never_set_is_no_crash() -> None:
+    @treespec.jit
+    def f(m: NnxNeverSet) -> jax.Array:
+        return m.w * 2
+
+    np.testing.assert_allclose(f(NnxNeverSet()), 2.0)
+    assert not hasattr(NnxNeverSet(), "later")
+
+
+class PlainMarked:
+    """Not a pytree: one leaf, whatever its annotations say."""
+
+    a: Dynamic[float]
+    name: Static[str]
+
+    def __init__(self, a: float, name: str) -> None:
+        self.a, self.name = a, name
+
+    def __hash__(self) -> int:
+        return hash((self.a, self.name))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PlainMarked) and hash(self) == hash(other)
+
+
+def test_a_plain_class_with_marker_annotations_is_no_class_that_flattens_itself() -> (
+    None
+):
+    # Only a registered pytree class flattens itself; a plain class is a leaf.
+    @treespec.jit
+    def f(x: jax.Array, p: Static[PlainMarked]) -> jax.Array:
+        return x * p.a
+
+    np.testing.assert_allclose(f(jnp.ones(2), PlainMarked(3.0, "p")), 3.0)
+
+
+class NnxPlain(nnx.Module):
+    def __init__(self) -> None:
+        self.w = nnx.Param(jnp.ones(2))
+        self.scale = 0.5
+        self.name = "m"
+
+
+def test_explain_lists_the_plain_attributes_nnx_holds_static(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # They are in the cache key (a new value retraces): listed, with their fate.
+    def f(m: NnxPlain) -> jax.Array:
+        return m.w * m.scale
+
+    treespec.explain(f, NnxPlain())
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert " static " in rows["m.scale"] and "float 0.5" in rows["m.scale"], rows
+    assert "which NNX holds static" in rows["m.name"], rows
+    assert " dynamic " in rows["m.w.value"], rows

@@ -61,6 +61,17 @@ class Unhashable(Plain):
     __hash__ = None  # type: ignore[assignment]
 
 
+def _forward(self: Renamed, x: jax.Array) -> jax.Array:
+    return x * self.w
+
+
+class Renamed(eqx.Module):
+    """A jitted method stored under another name than its function's."""
+
+    w: jax.Array
+    forward = treespec.jit(_forward)
+
+
 def _model(scale: float = 1.0, depth: int = 2) -> Model:
     return Model(0.5 * scale * jnp.ones(3), 0.1 * jnp.ones(3), depth)
 
@@ -131,6 +142,16 @@ def test_deepcopy_and_pickle_as_a_bound_method_of_the_class() -> None:
     np.testing.assert_allclose(loaded_m(X), m.apply(X), rtol=1e-6)
     plain_method = pickle.loads(pickle.dumps(m.apply.__self__.apply))
     np.testing.assert_allclose(plain_method(X), m.apply(X), rtol=1e-6)
+
+
+def test_a_module_method_stored_under_another_name_pickles() -> None:
+    # Pickled by the instance and the attribute it is stored under (`forward`),
+    # not the function's own name (`_forward`, which the class does not have).
+    m = Renamed(2.0 * jnp.ones(3))
+    loaded = pickle.loads(pickle.dumps(m.forward))
+    assert isinstance(loaded, BoundMethod)
+    assert isinstance(loaded.__func__, treespec.Jitted)
+    np.testing.assert_allclose(loaded(X), m.forward(X))
 
 
 def test_an_unhashable_plain_instance_is_not_a_static_leaf_of_a_tree() -> None:

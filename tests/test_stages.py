@@ -54,6 +54,30 @@ def test_jax_export_takes_a_treespec_function_with_statics_baked_in() -> None:
         np.testing.assert_allclose(out, expected, rtol=1e-6)
 
 
+def test_a_wholly_static_argument_leaves_the_exported_signature_as_in_jax() -> None:
+    # As jax.jit's static_argnums: exp.call(x) for g(x, depth); a static leaf
+    # inside a traced argument stays None (cfg['depth'] above).
+    def g(x: jax.Array, depth: Static[int]) -> jax.Array:
+        return x * depth
+
+    spec = jax.ShapeDtypeStruct((3,), jnp.float32)
+    theirs = jax.export.export(jax.jit(g, static_argnums=1))(spec, 2)
+    ours = jax.export.export(treespec.jit(g))(spec, 2)
+    assert ours.in_tree == theirs.in_tree == jax.tree.structure(((X,), {}))
+    restored = jax.export.deserialize(ours.serialize())
+    np.testing.assert_allclose(restored.call(jnp.ones(3)), 2.0)
+    # A keyword argument: as static_argnames.
+    keyword = treespec.jit(lambda x, *, depth: x * depth, static_flags={"depth": True})
+    assert jax.export.export(keyword)(spec, depth=2).in_tree == theirs.in_tree
+    # The stages agree: the program's arguments are the traced ones; a Compiled
+    # is still called like the function, static arguments included.
+    lowered = treespec.jit(g).lower(jnp.ones(3), 2)
+    assert lowered.in_tree == theirs.in_tree
+    np.testing.assert_allclose(lowered.compile()(jnp.ones(3), 2), 2.0)
+    with pytest.raises(ValidationError, match="compiled for 2, called with 3"):
+        lowered.compile()(jnp.ones(3), 3)
+
+
 def test_an_exported_program_returns_arrays_with_none_for_the_other_outputs() -> None:
     # Non-array outputs are constants of the trace: the program (and a serving
     # process without treespec) gets None in their places; eval_shape and
@@ -65,7 +89,7 @@ def test_an_exported_program_returns_arrays_with_none_for_the_other_outputs() ->
     spec = jax.ShapeDtypeStruct((3,), jnp.float32)
     exported = jax.export.export(tagged)(spec, "a")
     restored = jax.export.deserialize(exported.serialize())
-    y, name, extra = restored.call(jnp.ones(3), None)
+    y, name, extra = restored.call(jnp.ones(3))
     np.testing.assert_allclose(y, 2.0)
     assert (name, extra) == (None, {"k": (None, None)})
     assert tagged.eval_shape(spec, "a")[1:] == ("a", {"k": (1, 2.5)})
@@ -144,9 +168,33 @@ def test_a_partly_donated_argument_cannot_be_lowered_as_is() -> None:
         return state["w"] + state["b"]
 
     state = {"w": jnp.ones(2), "b": jnp.ones(2)}
-    with pytest.raises(SpecError, match=r"state\['w'\].*whole arguments"):
+    with pytest.raises(SpecError, match=r"state\['w'\].*whole arguments") as info:
         mixed.lower(state)
+    # Exactly the leaves of each side: the donated one is not among those kept.
+    assert "(donated: state['w']; kept: state['b'])" in str(info.value)
     assert float(mixed(state)[0]) == 2.0  # the call donates leaf by leaf
+
+
+def _main_signature(lowered: Any) -> str:
+    (line,) = [line for line in lowered.as_text().splitlines() if "@main(" in line]
+    return str(line)
+
+
+def test_a_donated_keyword_argument_is_donated_by_lower_and_compile() -> None:
+    @treespec.jit
+    def add(x: jax.Array, *, buf: Donate[jax.Array]) -> jax.Array:
+        return buf + x
+
+    @treespec.jit
+    def kept(x: jax.Array, *, buf: jax.Array) -> jax.Array:
+        return buf + x
+
+    lowered = add.lower(jnp.ones(3), buf=jnp.ones(3))
+    # The program's second argument (buf) gives its buffer to the output.
+    assert "%arg1: tensor<3xf32> {tf.aliasing_output" in _main_signature(lowered)
+    assert "aliasing" not in _main_signature(kept.lower(jnp.ones(3), buf=jnp.ones(3)))
+    compiled = lowered.compile()
+    np.testing.assert_allclose(compiled(jnp.ones(3), buf=jnp.ones(3)), 2.0)
 
 
 # -- messages in the user's terms -------------------------------------------------
@@ -175,6 +223,14 @@ def test_a_compiled_called_with_a_new_static_value_names_both_values() -> None:
     assert issue == (
         "argument cfg, at cfg['depth']: compiled for 2 (int), called with 2.0 (float)"
     )
+
+
+def test_a_compiled_called_with_a_string_at_a_traced_leaf_shows_the_string() -> None:
+    compiled = forward.lower(X, CFG).compile()
+    bad: Any = {"depth": 2, "scale": "0.5"}
+    assert _issues(lambda: compiled(X, bad)) == [
+        "argument cfg, at cfg['scale']: compiled for float[], called with str '0.5'"
+    ]
 
 
 def test_a_compiled_called_with_another_structure_names_the_argument() -> None:

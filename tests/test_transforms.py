@@ -402,7 +402,7 @@ def test_output_trees_cannot_describe_non_array_leaves(which: Any) -> None:
     assert transform(_tagged, **{name: entry})(x)["tag"] == "t"
     # A tree, where the output also holds a non-array leaf: a SpecError says why.
     tagged = transform(_tagged, **{name: {"y": entry, "tag": entry}})
-    with pytest.raises(SpecError, match=f"returns non-array leaves.*{name}"):
+    with pytest.raises(SpecError, match=f"returns non-array leaves.*one {name} entry"):
         tagged(x)
 
 
@@ -539,3 +539,113 @@ def test_plain_jax_jit_around_each_transform(transform: Any) -> None:
     got = jax.jit(lambda x: ours(x, CFG))(X)
     _close(got, base(X))
     _close(ours(X, CFG), base(X))
+
+
+# -- an array at a static leaf, and sharding entries there ----------------------
+
+
+def _depth(x: jax.Array, cfg: dict[str, Static[int]]) -> jax.Array:
+    return jnp.sum(x) * cfg["depth"]
+
+
+def _held_object(x: jax.Array, cfg: dict[str, Static[object]]) -> jax.Array:
+    return jnp.sum(x)
+
+
+def _one_device_mesh() -> Mesh:
+    return Mesh(np.array(jax.devices()[:1]), ("d",))
+
+
+_EVERY_TRANSFORM: dict[str, Any] = {
+    "jit": treespec.jit,
+    "vmap": treespec.vmap,
+    "grad": treespec.grad,
+    "checkpoint": treespec.checkpoint,
+    "eval_shape": lambda f: partial(treespec.eval_shape, f),
+    "pmap": treespec.pmap,
+    "shard_map": lambda f: treespec.shard_map(
+        f, _one_device_mesh(), in_specs=P("d"), out_specs=P(), check_vma=False
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_EVERY_TRANSFORM))
+@pytest.mark.parametrize("fun", [_depth, _held_object], ids=["int", "object"])
+def test_an_array_at_a_static_leaf_is_named_under_every_transform(
+    name: str, fun: Any
+) -> None:
+    # pmap and shard_map hash the static key before anything traces; vmap,
+    # grad and checkpoint never hash it, so `Static[object]` let an array
+    # through there while jit refused it. Every transform names the leaf.
+    transformed = _EVERY_TRANSFORM[name](fun)
+    with pytest.raises(ValidationError, match=r"argument cfg, at cfg\['depth'\]"):
+        transformed(jnp.ones((1, 3)), {"depth": jnp.int32(2)})
+
+
+def test_a_replicated_in_spec_at_a_static_leaf_is_refused() -> None:
+    # `P()` is an empty tuple: it was taken for "nothing given" and ignored.
+    mapped = treespec.shard_map(
+        _depth,
+        _one_device_mesh(),
+        in_specs=(P("d"), {"depth": P()}),
+        out_specs=P(),
+        check_vma=False,
+    )
+    with pytest.raises(SpecError, match=r"in_specs\[1\]\['depth'\] shards"):
+        mapped(jnp.ones(2), {"depth": 2})
+    # None there, or one spec for the whole argument, is fine.
+    for specs in [(P("d"), {"depth": None}), (P("d"), P()), P("d")]:
+        mapped = treespec.shard_map(
+            _depth, _one_device_mesh(), in_specs=specs, out_specs=P(), check_vma=False
+        )
+        assert float(mapped(jnp.ones(2), {"depth": 2})) == 4.0
+
+
+def test_a_replicated_in_sharding_at_a_static_leaf_is_refused() -> None:
+    replicated = jax.sharding.NamedSharding(_one_device_mesh(), P())
+    jitted = treespec.jit(_depth, in_shardings=(replicated, {"depth": replicated}))
+    with pytest.raises(SpecError, match=r"in_shardings.*depth.*static"):
+        jitted(jnp.ones(2), {"depth": 2})
+
+
+# -- trace_count and explain_recompiles of pmap and shard_map --------------------
+
+
+def test_pmap_counts_its_traces_and_explains_a_retrace(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    parallel = treespec.pmap(_depth, explain_recompiles=True)
+    x = jnp.ones((1, 3))
+    with caplog.at_level("WARNING", logger="treespec"):
+        parallel(x, {"depth": 2})
+        parallel(x * 2, {"depth": 2})
+        assert parallel.trace_count == 1
+        parallel(x, {"depth": 3})
+    assert parallel.trace_count == 2
+    (message,) = [r.getMessage() for r in caplog.records if r.name == "treespec"]
+    assert "treespec.pmap: retracing _depth (trace #2)" in message, message
+    assert "cfg['depth']: 2 (int) -> 3 (int)" in message, message
+
+
+def test_shard_map_counts_its_traces_eager_and_under_jit(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sharded = treespec.shard_map(
+        _depth,
+        _one_device_mesh(),
+        in_specs=P("d"),
+        out_specs=P(),
+        check_vma=False,
+        explain_recompiles=True,
+    )
+    with caplog.at_level("WARNING", logger="treespec"):
+        sharded(jnp.ones(2), {"depth": 2})
+        sharded(jnp.ones(2), {"depth": 2})
+    # An eager call traces each time it runs, as jax.shard_map's: said so.
+    assert sharded.trace_count == 2
+    (message,) = [r.getMessage() for r in caplog.records if r.name == "treespec"]
+    assert "no leaf changed" in message and "treespec.jit" in message, message
+    compiled = treespec.jit(sharded)
+    compiled(jnp.ones(2), {"depth": 2})
+    compiled(jnp.ones(2), {"depth": 2})
+    assert sharded.trace_count == 3

@@ -364,3 +364,29 @@ def test_type_checkers_resolve_the_installed_package_from_outside(
     )
     assert "reportArgumentType" in pyright.stdout, pyright.stdout
     assert "reportMissingImports" not in pyright.stdout, pyright.stdout
+
+
+def test_a_call_of_a_transformed_function_is_named_for_it(tmp_path: Path) -> None:
+    # `signature.py`: mypy's own wording for a plain function, not
+    # `Argument 2 to "__call__" of "Jitted"`.
+    (tmp_path / "calls.py").write_text(
+        "import jax\n"
+        "import jax.numpy as jnp\n"
+        "import treespec\n"
+        "from treespec import Static\n"
+        "\n"
+        "@treespec.jit\n"
+        "def step(x: jax.Array, n: Static[int]) -> jax.Array:\n"
+        "    return x * n\n"
+        "\n"
+        "step(jnp.ones(2), 'a')\n"
+        "treespec.grad(step)(jnp.ones(2), 'a')\n"
+    )
+    config = tmp_path / "mypy.ini"
+    config.write_text("[mypy]\nplugins = treespec.mypy_plugin\n")
+    out = run_mypy(tmp_path / "calls.py", config, tmp_path).stdout
+    lines = out.splitlines()
+    assert len(lines) == 2, out
+    assert 'calls.py:10: error: Argument 2 to "step" has incompatible' in lines[0]
+    # Called on what a call returned, there is no name to give: mypy's own.
+    assert 'Argument 2 to "__call__" of "Transformed"' in lines[1], out

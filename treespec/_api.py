@@ -230,7 +230,8 @@ def flag_tree(
 
 def format_plan(plan: Plan, leaves: list[Any]) -> str:
     """One line per leaf: path, kind, what the leaf is, where the kind came from;
-    then the annotated fields that classes keep in their tree structure."""
+    then the fields that classes keep in their tree structure (annotated
+    fields, and NNX's plain attributes)."""
     from ._errors import describe_value
 
     rows = []
@@ -245,12 +246,11 @@ def format_plan(plan: Plan, leaves: list[Any]) -> str:
             else:
                 source += f" -> {kind is Kind.STATIC}"
         rows.append((info.path, kind.value, describe_value(leaf), source))
-    for held in plan.held:
-        if held.annotated:  # a class's own statics are listed when annotated
-            source = f"{held.switch} (in the tree structure)"
-            rows.append(
-                (held.path, Kind.STATIC.value, describe_value(held.value), source)
-            )
+    for held in plan.held:  # in the cache key: an NNX plain attribute too
+        source = f"{held.switch} (in the tree structure)"
+        if not held.annotated:  # only NNX holds unannotated attributes
+            source = "a plain attribute, which NNX holds static (in the tree structure)"
+        rows.append((held.path, Kind.STATIC.value, describe_value(held.value), source))
     if not rows:
         return "(no leaves)"
     widths = [max(len(r[c]) for r in rows) for c in range(3)]

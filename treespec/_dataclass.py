@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import collections
-import collections.abc
 import dataclasses
 import re
 import sys
@@ -16,7 +14,7 @@ from typing_extensions import dataclass_transform
 
 from ._classes import note_treespec_dataclass
 from ._errors import SpecError
-from ._hints import type_text
+from ._held import MUTABLE_CONTAINERS, mutable_static_problem
 from ._markers import Marker, marker_of
 
 __all__ = ["dataclass"]
@@ -25,21 +23,12 @@ _C = TypeVar("_C", bound=type)
 _STATIC_TEXT = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*Static\[")
 
 
-#: Containers that can change in place: as JAX metadata, a mutation would not
-#: be seen by any compile cache (the compiled code would go stale).
-_MUTABLE = (
-    list,
-    dict,
-    set,
-    bytearray,
-    collections.deque,
-    collections.abc.MutableSequence,
-    collections.abc.MutableMapping,
-    collections.abc.MutableSet,
-)
+#: A string annotation that names no class yet: its text decides (the
+#: names of `MUTABLE_CONTAINERS`, and `typing`'s capitalised aliases).
 _MUTABLE_TEXT = re.compile(
-    r"^\s*(?:[A-Za-z_]\w*\.)*Static\[\s*(?:typing\.)?"
-    r"(list|dict|set|bytearray|List|Dict|Set|deque|defaultdict|OrderedDict)\b"
+    r"^\s*(?:[A-Za-z_]\w*\.)*Static\[\s*(?:typing\.|collections\.)?("
+    + "|".join(sorted({n.rpartition(".")[2] for n in MUTABLE_CONTAINERS}))
+    + r"|List|Dict|Set|DefaultDict|OrderedDict|defaultdict)\b"
 )
 
 
@@ -62,11 +51,16 @@ def _static_field(cls: type, name: str, annotation: Any) -> tuple[bool, Any]:
     return Marker.STATIC in markers, base
 
 
-def _is_mutable(base: Any) -> bool:
+def _mutable_container(base: Any) -> str | None:
+    """The name of the mutable container class `base` is, if it is one."""
     if isinstance(base, str):  # the whole annotation's text: `Static[list[int]]`
-        return bool(_MUTABLE_TEXT.match(base))
+        match = _MUTABLE_TEXT.match(base)
+        return match.group(1) if match else None
     origin = typing.get_origin(base) or base
-    return isinstance(origin, type) and issubclass(origin, _MUTABLE)
+    if not isinstance(origin, type):
+        return None
+    names = {f"{c.__module__}.{c.__qualname__}" for c in origin.__mro__}
+    return origin.__name__ if names & MUTABLE_CONTAINERS else None
 
 
 def _register(cls: _C, kwargs: dict[str, Any]) -> _C:
@@ -80,14 +74,10 @@ def _register(cls: _C, kwargs: dict[str, Any]) -> _C:
                 "init=False cannot be rebuilt from a pytree; give it init=True."
             )
         static, base = _static_field(made, field.name, field.type)
-        if static and _is_mutable(base):
-            shown = base if isinstance(base, str) else f"Static[{type_text(base)}]"
+        container = _mutable_container(base) if static else None
+        if container is not None:
             raise SpecError(
-                f"treespec.dataclass {made.__qualname__}.{field.name} is "
-                f"{shown}: Static fields become JAX metadata, where a container "
-                "changed in place is seen by no compile cache (the compiled code "
-                "would go stale). Use an immutable type, such as tuple[...] or "
-                "frozenset[...], for a static field."
+                mutable_static_problem(made.__qualname__, field.name, container)
             )
         if static:
             meta.append(field.name)

@@ -33,10 +33,12 @@ __all__ = [
     "NNX_PLAIN",
     "NNX_PYTREES",
     "NNX_STATIC",
+    "MUTABLE_CONTAINERS",
     "TREESPEC_STATIC",
     "Switch",
     "data_conflict",
     "held_conflict",
+    "mutable_static_problem",
     "traced_marker",
     "unfollowed_problem",
 ]
@@ -84,6 +86,40 @@ NNX_PLAIN: Final = Switch(
     "assign it with nnx.data(...), or hold it in an nnx.Param (or another "
     "nnx.Variable)",
 )
+
+
+#: Containers that can change in place, by full name (a class with one of
+#: them among its bases is one too): under `Static[...]` in a
+#: `treespec.dataclass` field they would be JAX metadata, where a change in
+#: place is seen by no compile cache. The runtime reads a class's MRO, the
+#: plugin mypy's.
+MUTABLE_CONTAINERS: Final = frozenset(
+    {
+        "builtins.list",
+        "builtins.dict",
+        "builtins.set",
+        "builtins.bytearray",
+        "collections.deque",
+        "collections.abc.MutableSequence",
+        "collections.abc.MutableMapping",
+        "collections.abc.MutableSet",
+        "typing.MutableSequence",
+        "typing.MutableMapping",
+        "typing.MutableSet",
+    }
+)
+
+
+def mutable_static_problem(owner: str, field: str, container: str) -> str:
+    """Why a `treespec.dataclass` field `Static[...]` of a mutable container
+    (`container`, its class's name) is refused when the class is defined."""
+    return (
+        f"treespec.dataclass {owner}.{field} is Static[...] of a mutable "
+        f"{container}: Static fields become JAX metadata, where a {container} "
+        "changed in place is seen by no compile cache (the compiled code would "
+        "go stale). Use an immutable type, such as tuple[...] or "
+        "frozenset[...], for a static field."
+    )
 
 
 def traced_marker(node: Node) -> Marker | None:

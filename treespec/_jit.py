@@ -333,9 +333,10 @@ class Jitted(Transformed[_P, _R]):
         (`.jaxpr`, `.out_info`, `.lower()`).
 
         Its arguments are the user's with `None` at each static leaf (the
-        static values are constants of the trace), and so are those of what
-        it lowers and compiles to. `jax.export.export(f)` calls this: see
-        [Ahead of time and export](aot.md).
+        static values are constants of the trace), without the arguments
+        whose every leaf is static (as `jax.jit`'s `static_argnums`), and so
+        are those of what it lowers and compiles to. `jax.export.export(f)`
+        calls this: see [Ahead of time and export](aot.md).
         """
         call, staged = self._staged(args, kwargs)
         traced: jax.stages.Traced = staged.trace(*call.args, **call.kwargs)

@@ -34,6 +34,7 @@ __all__ = [
     "is_array_annotation",
     "is_array_like",
     "covered",
+    "covered_places",
     "is_hashable",
     "marked_union_conflict",
     "node_unhashable",
@@ -186,23 +187,44 @@ def covered(node: Node) -> Iterator[Node]:
     containers, class fields, union members and a `PyTree[T]`'s leaf are
     looked through; a class met again (a recursive type) is not walked twice.
     """
+    for _, place in covered_places(node):
+        yield place
+
+
+def covered_places(node: Node) -> Iterator[tuple[str, Node]]:
+    """`covered`, each place with its key path below `node` (`.activation`,
+    `['k']`, `[0]`, `[*]` for any item; `""` for `node` itself), as the
+    runtime names a leaf below an argument."""
     seen: set[int] = set()
-    stack = [node]
+    stack: list[tuple[str, Node]] = [("", node)]
     while stack:
-        current = stack.pop()
+        path, current = stack.pop()
         if current is not node and current.marker is not None:
             continue
         if isinstance(current, ClassBacked):
             if id(current.body) in seen:
                 continue
             seen.add(id(current.body))
-            yield current
+            yield path, current
         elif isinstance(current, LeafNode):
-            yield current
+            yield path, current
         if isinstance(current, PyTreeNode):
-            stack.append(current.leaf)
-        else:
-            stack.extend(child for _, child in reversed(list(current.children())))
+            stack.append((path, current.leaf))
+            continue
+        children = list(current.children())
+        for name, child in reversed(children):
+            stack.append((path + _step(current, name), child))
+
+
+def _step(parent: Node, name: str) -> str:
+    """One step of a key path, from a child's name in `Node.children`."""
+    if isinstance(parent, UnionNode):
+        return ""  # a member is the same place
+    if name.startswith("["):
+        return name
+    if isinstance(parent, ClassBacked) and not name.startswith("'"):
+        return f".{name}"
+    return f"[{name}]"
 
 
 def type_problem(node: Node, marker: Marker) -> str | None:

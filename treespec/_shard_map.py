@@ -16,7 +16,7 @@ from ._outputs import join_output
 from ._plan import Kind
 from ._prefix import broadcast_call
 from ._routes import Key
-from ._transform import Transformed
+from ._transform import Counted
 
 __all__ = ["shard_map"]
 
@@ -31,8 +31,12 @@ def _is_spec_entry(x: Any) -> bool:
     return x is None or isinstance(x, PartitionSpec)
 
 
-class _ShardMapped(Transformed[_P, _R]):
+class _ShardMapped(Counted[_P, _R]):
     _name = "shard_map"
+    _unchanged = (
+        "no leaf changed: an eager shard_map call traces each time it runs, "
+        "as jax.shard_map's does; wrap it in treespec.jit to trace it once"
+    )
 
     def __init__(
         self,
@@ -70,12 +74,14 @@ class _ShardMapped(Transformed[_P, _R]):
         specs = []
         for i, entry in enumerate(entries):
             if split.kinds[i] is Kind.STATIC:
-                if entry.exact and entry.value:
+                # `P()` too (an empty tuple): written at a static leaf, any
+                # spec would be ignored, as jit's in_shardings refuses.
+                if entry.exact and entry.value is not None:
                     info = split.plan.infos[i]
                     raise SpecError(
                         f"{entry.where} shards {info.path}, which is static "
                         f"({info.source}); static leaves are passed to every shard "
-                        "whole: give None or P() there, or mark the leaf Dynamic."
+                        "whole: give None there, or mark the leaf Dynamic."
                     )
                 continue
             specs.append(_REPLICATED if entry.value is None else entry.value)
@@ -83,7 +89,11 @@ class _ShardMapped(Transformed[_P, _R]):
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         key, dynamic = self._splitter.split_call(args, kwargs)
-        mapped = self._mapped.get(key)
+        try:
+            mapped = self._mapped.get(key)
+        except TypeError:  # an unhashable static leaf: named, as under jit
+            self._refuse(args, kwargs)
+            raise
         if mapped is None:
             specs = self._specs(key, args, kwargs)
 
@@ -112,7 +122,8 @@ def shard_map(
     static_flags: Any = None,
     default: str = "infer",
     validate: bool = True,
-) -> Transformed[_P, _R]:
+    explain_recompiles: bool = False,
+) -> Counted[_P, _R]:
     """`jax.shard_map` whose `in_specs` cover only the dynamic leaves.
 
     **Arguments:**
@@ -126,12 +137,16 @@ def shard_map(
       leaves reach every shard as the Python values.
     - `out_specs`: as in JAX, over the array outputs.
     - `check_vma`: as in JAX.
-    - `static_flags`, `default`, `validate`: as for
-      [`treespec.jit`][treespec.jit].
+    - `static_flags`, `default`, `validate`, `explain_recompiles`: as for
+      [`treespec.jit`][treespec.jit]. `Donate` leaves are not donated by an
+      eager call (JAX's eager `shard_map` runs without compiling): wrap the
+      sharded function in [`treespec.jit`][treespec.jit] to donate them.
 
     **Returns:**
 
-    The sharded function (traced once per static key).
+    The sharded function. Its `.trace_count` says how often it traced: an
+    eager call traces each time it runs (as `jax.shard_map`'s does); inside
+    `treespec.jit` it traces once per static key.
 
     !!! example
 
@@ -163,5 +178,6 @@ def shard_map(
         static_flags=static_flags,
         default=default,
         validate=validate,
+        explain_recompiles=explain_recompiles,
         localns=caller_namespace(1),
     )

@@ -2,7 +2,9 @@
 
 A call's stages are those of a `jax.jit` of one *staged* function: it takes
 the user's arguments with `None` at every static leaf (the dynamic half that
-`treespec.partition` gives), and holds the static leaves as constants. So
+`treespec.partition` gives), and holds the static leaves as constants. An
+argument whose every leaf is static is one of its `static_argnums` (or
+`static_argnames`): it is not in the program's signature, as with `jax.jit`. So
 JAX's own objects (`jax.stages.Traced`, `Lowered`, `Compiled`, and the
 `Exported` of `jax.export.export(f)`, which asks `f.trace`) speak in the
 user's arguments: their `in_tree` is the arguments' structure, never the
@@ -33,11 +35,12 @@ from typing import TYPE_CHECKING, Any
 import jax
 
 from ._diagnose import aval
-from ._errors import Issue, SpecError, ValidationError, location
+from ._errors import Issue, SpecError, ValidationError, describe_value, location
 from ._outputs import WithStatic
 from ._partition import combine
-from ._plan import Kind
+from ._plan import Kind, Split
 from ._routes import Key, key_split, key_static
+from ._rules import is_array_like
 
 if TYPE_CHECKING:
     from ._splitter import Splitter
@@ -69,6 +72,16 @@ class StagedCall:
             split.plan.treedef, halves
         )
         self.args, self.kwargs = tuple(args_half), dict(kwargs_half)
+        #: The arguments whose every leaf is static: not in the program's
+        #: signature (as `jax.jit`'s `static_argnums`/`static_argnames`).
+        self.static_argnums, self.static_argnames = _wholly_static(self, split)
+        # JAX hashes its static arguments: None stands for each (the values
+        # are constants of the trace already).
+        self.args = tuple(
+            None if i in self.static_argnums else a for i, a in enumerate(self.args)
+        )
+        for name in self.static_argnames:
+            self.kwargs[name] = None
         #: The non-array outputs, set when the staged function is traced (the
         #: program returns `None` in their places).
         self.static_output: Any = None
@@ -77,6 +90,13 @@ class StagedCall:
         """The output of the staged program (or its `out_info`) with the
         non-array outputs put back."""
         return out if self.static_output is None else combine(out, self.static_output)
+
+    def program_arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The arguments the program takes: the dynamic halves, without the
+        wholly static arguments."""
+        args = tuple(a for i, a in enumerate(self.args) if i not in self.static_argnums)
+        names = self.static_argnames
+        return args, {k: v for k, v in self.kwargs.items() if k not in names}
 
     def arguments(self) -> list[tuple[str, Any, Any]]:
         """`(name, full value, dynamic half)` of each argument, in call order."""
@@ -87,6 +107,26 @@ class StagedCall:
         for name in sorted(self.bound[1]):
             out.append((name, self.bound[1][name], self.kwargs[name]))
         return out
+
+
+def _wholly_static(
+    call: StagedCall, split: Split
+) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """The positional indices and keyword names of the arguments with at
+    least one leaf, all of them static."""
+    argnums: list[int] = []
+    argnames: list[str] = []
+    kinds = split.kinds
+    start = 0
+    for index, (name, value, _) in enumerate(call.arguments()):
+        n = len(jax.tree_util.tree_leaves(value))
+        if n and all(k is Kind.STATIC for k in kinds[start : start + n]):
+            if index < len(call.args):
+                argnums.append(index)
+            else:
+                argnames.append(name)
+        start += n
+    return tuple(argnums), tuple(argnames)
 
 
 def _donated(call: StagedCall) -> tuple[tuple[int, ...], tuple[str, ...]]:
@@ -136,7 +176,8 @@ def _in_shardings(call: StagedCall) -> tuple[Any, ...] | None:
             "in_shardings for a keyword-only argument: an ahead-of-time program "
             "places positional arguments only (as jax.jit's in_shardings)."
         )
-    return tuple(args)
+    # As jax.jit's: one entry per positional argument that is not static.
+    return tuple(a for i, a in enumerate(args) if i not in call.static_argnums)
 
 
 def staged_jit(
@@ -161,7 +202,14 @@ def staged_jit(
     shardings = _in_shardings(call)
     if shardings is not None:
         options["in_shardings"] = shardings
-    return jax.jit(staged, donate_argnums=argnums, donate_argnames=argnames, **options)
+    return jax.jit(
+        staged,
+        static_argnums=call.static_argnums,
+        static_argnames=call.static_argnames,
+        donate_argnums=argnums,
+        donate_argnames=argnames,
+        **options,
+    )
 
 
 class Stage:
@@ -180,7 +228,8 @@ class Stage:
 
     @property
     def in_tree(self) -> Any:
-        """The structure of the arguments, `None` at static leaves."""
+        """The structure of the program's arguments: yours with `None` at
+        static leaves, without those whose every leaf is static."""
         return self._jax.in_tree
 
     @property
@@ -269,7 +318,8 @@ class Compiled(Stage):
         issues = _mismatches(self._call, call)
         if issues:
             raise ValidationError(issues, f"{call.spec.name} (compiled)")
-        return self._call.output(self._jax(*call.args, **call.kwargs))
+        args, kwargs = call.program_arguments()
+        return self._call.output(self._jax(*args, **kwargs))
 
 
 class Mismatch(Issue):
@@ -329,5 +379,7 @@ def _mismatches(compiled: StagedCall, call: StagedCall) -> list[Issue]:
         elif static and (type(old) is not type(new) or old != new):
             issues.append(Mismatch(loc, _shown(old, new), _shown(new, old)))
         elif not static and aval(old) != aval(new):
-            issues.append(Mismatch(loc, aval(old), aval(new)))
+            # A value that is no array (a str) is shown as one, as elsewhere.
+            got = aval(new) if is_array_like(new) else describe_value(new)
+            issues.append(Mismatch(loc, aval(old), got))
     return issues

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
+import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import (
@@ -28,12 +30,16 @@ from ._errors import SpecError
 from ._flags import Flags, normalize_flags
 from ._methods import method_get
 from ._outputs import WithStatic, split_output
+from ._processes import log_prefix
 from ._resolve import check_default
+from ._retrace import Seen, describe_retrace, describe_view
 from ._routes import Key
 from ._spec import Spec
 from ._splitter import Splitter
 
-__all__ = ["BoundTransform", "Transformed"]
+__all__ = ["BoundTransform", "Counted", "Transformed"]
+
+logger = logging.getLogger("treespec")
 
 #: What `Transformed._build` sets; reading one before it ran builds.
 _BUILT = frozenset(
@@ -266,6 +272,15 @@ class Transformed(Generic[_P, _R]):
             "loading it."
         )
 
+    def _refuse(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Raise the `ValidationError` naming the leaves of a call that JAX
+        refused, if treespec finds them (else the caller re-raises JAX's)."""
+        error = self._splitter.diagnose(args, kwargs)
+        if error is not None:
+            # Raised from None: JAX's error stays reachable as __context__
+            # without being printed ahead of the one that names the leaf.
+            raise error from None
+
     def _call_fun(self, key: Key, dynamic: tuple[Any, ...], checked: Any = None) -> Any:
         """Rebuild the call from (key, dynamic), validate it, and run the function.
 
@@ -290,8 +305,54 @@ class Transformed(Generic[_P, _R]):
             # A tree of output specs cannot describe the aux-only part.
             raise SpecError(
                 f"{self.spec.name} returns non-array leaves, which a tree of "
-                f"{what} cannot describe: pass one "
-                f"{what[:-1] if what.endswith('s') else what} for the whole output, "
-                "or return arrays only."
+                f"{what} cannot describe (it covers array outputs only): give "
+                f"one {what} entry for the whole output"
+                + (", or callables (eqx.if_array(0))" if what == "out_axes" else "")
+                + ", or return arrays only."
             )
         return out
+
+
+class Counted(Transformed[_P, _R]):
+    """A transform that compiles once per static key, as `jit` does (`pmap`,
+    `shard_map`): `.trace_count`, and with `explain_recompiles`, a log line
+    on logger `treespec` naming the leaves that changed at each retrace."""
+
+    #: What a retrace log says when no leaf changed, if the transform knows.
+    _unchanged = ""
+
+    def __init__(
+        self, fun: Callable[_P, Any], *, explain_recompiles: bool, **kw: Any
+    ) -> None:
+        env = os.environ.get("TREESPEC_EXPLAIN_RECOMPILES", "0") not in ("", "0")
+        self._explain = explain_recompiles or env
+        self._count = 0
+        self._last: dict[str, Seen] | None = None
+        self._count_lock = threading.Lock()
+        super().__init__(fun, **kw)
+
+    @property
+    def trace_count(self) -> int:
+        """How often this function traced."""
+        return self._count
+
+    def _traced(self, key: Key, *dynamic: Any) -> Any:
+        view = self._splitter.view(key, dynamic)
+        # Validated first: a call that fails validation is no retrace.
+        checked = self._splitter.validate_view(view)
+        with self._count_lock:
+            self._count += 1
+            now = describe_view(view)
+            before, self._last = self._last, now
+        if before is not None and self._explain:
+            logger.warning(
+                "%streespec.%s: retracing %s (trace #%d): %s",
+                log_prefix(),
+                self._name,
+                self.spec.name,
+                self._count,
+                self._unchanged
+                if before == now and self._unchanged
+                else "; ".join(describe_retrace(before, now)),
+            )
+        return self._body(key, dynamic, checked)

@@ -412,6 +412,15 @@ def check_view(spec: Spec, view: CallView) -> list[Pair]:
     """
     issues, pairs = _whole_and_sorted(spec, view.pairs, view.whole)
     issues.extend(check_call(pairs))
+    # A static leaf that cannot be hashed (an array at `Static[object]`):
+    # jit's key refuses it before tracing; vmap, grad and checkpoint never
+    # hash theirs, and refuse it here alike. A tracer is judged by its type.
+    named = {issue.loc for issue in issues}
+    for info, kind, value in pairs:
+        if kind is Kind.STATIC and not isinstance(value, jax.core.Tracer):
+            issue = static_issue(info, value)
+            if issue is not None and issue.loc not in named:
+                issues.append(issue)
     if issues:
         raise ValidationError(issues, spec.name)
     return pairs

@@ -18,7 +18,7 @@ from ._partition import combine
 from ._plan import Kind, Split
 from ._prefix import Entry, broadcast_call, broadcast_tree
 from ._routes import Key
-from ._transform import Transformed
+from ._transform import Counted, Transformed
 
 __all__ = ["pmap", "vmap"]
 
@@ -271,7 +271,7 @@ def vmap(
     )
 
 
-class _PMapped(_AxisMapped[_P, _R]):
+class _PMapped(_AxisMapped[_P, _R], Counted[_P, _R]):
     _name = "pmap"
 
     def __init__(self, fun: Callable[_P, _R], **kw: Any) -> None:
@@ -308,7 +308,13 @@ class _PMapped(_AxisMapped[_P, _R]):
         key: Key
         key, dynamic = self._splitter.split_call(args, kwargs)
         axes = self._axes(key[0], dynamic, args, kwargs)
-        out = self._compiled_for(key[0], axes)(key, *dynamic)
+        try:
+            out = self._compiled_for(key[0], axes)(key, *dynamic)
+        except (TypeError, ValueError):
+            # `jax.pmap` hashes the key before anything traces: a leaf it
+            # refuses (an array at a static leaf) is named, as under jit.
+            self._refuse(args, kwargs)
+            raise
         if self._out_axes is not None:
             return self._out_axes.join(out, self._records[key])  # type: ignore[no-any-return]
         return join_output(out)  # type: ignore[no-any-return]
@@ -326,7 +332,8 @@ def pmap(
     static_flags: Any = None,
     default: str = "infer",
     validate: bool = True,
-) -> Transformed[_P, _R]:
+    explain_recompiles: bool = False,
+) -> Counted[_P, _R]:
     """`jax.pmap` with static leaves broadcast as static, never mapped.
 
     **Arguments:**
@@ -335,13 +342,16 @@ def pmap(
     - `axis_name`, `out_axes`, `devices`, `backend`, `axis_size`: as in JAX.
     - `in_axes`: as for [`treespec.vmap`][treespec.vmap] (static leaves are
       never mapped).
-    - `static_flags`, `default`, `validate`: as for
-      [`treespec.jit`][treespec.jit]; `Donate` leaves are donated.
+    - `static_flags`, `default`, `validate`, `explain_recompiles`: as for
+      [`treespec.jit`][treespec.jit]. `Donate` leaves are given to
+      `jax.pmap`'s `donate_argnums`: what that does depends on the backend
+      (see [pmap](transforms/pmap.md)).
 
     **Returns:**
 
     The parallel function; compiled once per tree structure, static values
-    and axes, like `jax.pmap` with `static_broadcasted_argnums`.
+    and axes, like `jax.pmap` with `static_broadcasted_argnums`. Its
+    `.trace_count` says how often it traced.
 
     !!! example
 
@@ -372,5 +382,6 @@ def pmap(
         static_flags=static_flags,
         default=default,
         validate=validate,
+        explain_recompiles=explain_recompiles,
         localns=caller_namespace(1),
     )

@@ -17,7 +17,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import treespec
-from treespec import Dynamic, Static
+from treespec import Donate, Dynamic, Static
 
 assert jax.device_count() == 8, jax.devices()
 mesh = Mesh(np.array(jax.devices()), ("data",))
@@ -96,5 +96,43 @@ pm = treespec.pmap(pmap_step, axis_name="data", in_axes=(None, 0, None))
 out_params, loss = jax.block_until_ready(pm(params, x.reshape(8, 2, 4), cfg))
 np.testing.assert_allclose(loss[0], expected_loss, rtol=1e-5)
 np.testing.assert_allclose(out_params["w"][3], expected_params["w"], rtol=1e-5)
+
+
+# Donation on 8 host devices, as the pmap and shard_map pages say: an input
+# laid out across the devices is donated (deleted); one on a single device is
+# copied first, and the copy donated; an eager shard_map donates nothing.
+def bump(x: Donate[jax.Array]) -> jax.Array:
+    return x + 1
+
+
+laid_out = jax.device_put(jnp.ones((8, 2)), NamedSharding(mesh, P("data")))
+treespec.pmap(bump)(laid_out)
+assert laid_out.is_deleted()
+on_one_device = jnp.ones((8, 2))
+treespec.pmap(bump)(on_one_device)
+assert not on_one_device.is_deleted()
+sharded_bump = treespec.shard_map(bump, mesh, in_specs=P("data"), out_specs=P("data"))
+laid_out = jax.device_put(jnp.ones(16), NamedSharding(mesh, P("data")))
+sharded_bump(laid_out)
+assert not laid_out.is_deleted()  # eager: nothing compiles, nothing donated
+treespec.jit(sharded_bump)(laid_out)
+assert laid_out.is_deleted()
+
+
+# An array at a static leaf, named on 8 devices as on one (issue 29).
+def depth_sum(x: jax.Array, cfg: dict[str, Static[int]]) -> jax.Array:
+    return x * cfg["depth"]
+
+
+for transform in (
+    treespec.pmap(depth_sum),
+    treespec.shard_map(depth_sum, mesh, in_specs=P("data"), out_specs=P("data")),
+):
+    try:
+        transform(jnp.ones((8, 2)), {"depth": jnp.int32(2)})
+    except treespec.ValidationError as error:
+        assert "argument cfg, at cfg['depth']" in str(error), error
+    else:
+        raise AssertionError("an array at a static leaf was accepted")
 
 print("OK")

@@ -27,6 +27,9 @@ or ``disable_error_code = treespec-unhashable-static``):
   NNX is told is data.
 - ``treespec-unfollowed-class``: a marker on a field of a pytree class that
   flattens itself (``register_pytree_node_class``): nothing can follow it.
+- ``treespec-mutable-static``: a ``treespec.dataclass`` field ``Static[...]`` of
+  a mutable container (``list``, ``dict``, ``set``, ...), which the runtime
+  refuses when the class is defined (as JAX metadata it would go stale).
 
 How it works, in three parts that keep to what mypy keeps (so a clean run, a
 warm-cache run and ``dmypy`` see the same):
@@ -58,8 +61,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from mypy.nodes import TypeAlias
-from mypy.plugin import AnalyzeTypeContext, ClassDefContext, FunctionContext, Plugin
-from mypy.types import Type, TypeAliasType
+from mypy.plugin import (
+    AnalyzeTypeContext,
+    ClassDefContext,
+    FunctionContext,
+    MethodSigContext,
+    Plugin,
+)
+from mypy.types import FunctionLike, Type, TypeAliasType
 
 from .class_facts import DATACLASS_PYTREES, record_class
 from .eval_shape import EVAL_SHAPE, eval_shape_call
@@ -72,6 +81,7 @@ from .markers import (
 )
 from .options import TRANSFORMS, DecoratorIndex, transform_call
 from .partial import partial_call
+from .signature import CALLS, named_call
 from .spelling import ANNOTATED, MARKER_ALIASES, analysed_marker
 
 __all__ = ["plugin"]
@@ -160,6 +170,12 @@ class TreespecPlugin(Plugin):
         if fullname in TRANSFORMS:
             return functools.partial(transform_call, index=self._decorators)
         return None
+
+    def get_method_signature_hook(
+        self, fullname: str
+    ) -> Callable[[MethodSigContext], FunctionLike] | None:
+        # A call of a transformed function: named for it in mypy's messages.
+        return named_call if fullname in CALLS else None
 
     def get_customize_class_mro_hook(
         self, fullname: str

@@ -41,3 +41,8 @@ UNFOLLOWED_CLASS: Final = ErrorCode(
     "A marker on a field of a class that flattens itself",
     "treespec",
 )
+MUTABLE_STATIC: Final = ErrorCode(
+    "treespec-mutable-static",
+    "A treespec.dataclass field Static[...] of a mutable container",
+    "treespec",
+)

@@ -10,7 +10,7 @@ from typing import Any, Final
 
 from mypy.nodes import AssignmentStmt, NameExpr, TypeInfo
 from mypy.plugin import ClassDefContext
-from mypy.types import Type
+from mypy.types import Instance, Type, get_proper_type
 
 from treespec._held import (
     EQX_MODULES,
@@ -19,6 +19,7 @@ from treespec._held import (
     FLAX_STRUCT_BASES,
     JAX_META_FIELD,
     JAX_STATIC,
+    MUTABLE_CONTAINERS,
     NNX_ANNOTATION,
     NNX_PLAIN,
     NNX_PYTREES,
@@ -27,12 +28,13 @@ from treespec._held import (
     Switch,
     data_conflict,
     held_conflict,
+    mutable_static_problem,
 )
 from treespec._markers import Marker
 from treespec._spec import Node
 
 from .class_facts import DATACLASS_PYTREES, record_of, told_data
-from .codes import HELD_FIELD
+from .codes import HELD_FIELD, MUTABLE_STATIC
 from .nodes import Builder, nnx_data
 
 
@@ -80,6 +82,16 @@ def _switch(family: str, kind: str, node: Node, t: Type, data: bool) -> Switch |
     return None
 
 
+def _mutable_container(t: Type) -> str | None:
+    """The name of the mutable container class `t` is (`_held.MUTABLE_CONTAINERS`
+    among its bases), if it is one."""
+    proper = get_proper_type(t)
+    if not isinstance(proper, Instance):
+        return None
+    names = {base.fullname for base in proper.type.mro}
+    return proper.type.name if names & MUTABLE_CONTAINERS else None
+
+
 def check_fields(ctx: ClassDefContext) -> None:
     """Markers on the fields a pytree class holds in its tree structure (or
     tells NNX are data) that the runtime refuses (`_held.py`), reported on the
@@ -107,6 +119,12 @@ def check_fields(ctx: ClassDefContext) -> None:
                 problem = data_conflict(info.name, name, node, data[name])
             if problem is not None:
                 ctx.api.fail(problem, stmt, code=HELD_FIELD)
+            container = None
+            if family == "treespec" and node.marker is Marker.STATIC:
+                container = _mutable_container(stmt.type)
+            if container is not None:
+                message = mutable_static_problem(info.name, name, container)
+                ctx.api.fail(message, stmt, code=MUTABLE_STATIC)
     except Exception:  # the plugin never breaks mypy
         pass
 

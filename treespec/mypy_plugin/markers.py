@@ -17,7 +17,7 @@ from mypy.types import AnyType, Type, TypeAliasType, TypeOfAny, UnboundType
 
 from treespec._markers import Marker
 from treespec._rules import (
-    covered,
+    covered_places,
     marked_union_conflict,
     type_problem,
     union_conflict,
@@ -148,12 +148,18 @@ def _check_marked(
                 code=NESTED_MARKER,
             )
     code = UNHASHABLE_STATIC if marker is Marker.STATIC else NON_ARRAY_DYNAMIC
-    reported: set[str] = set()
-    for place in covered(node.with_marker(marker, node.text)):
+    # One error per problem, naming the places below the annotation that
+    # have it (`.activation` of an `eqx.nn.MLP`), as the runtime names them.
+    problems: dict[str, list[str]] = {}
+    for path, place in covered_places(node.with_marker(marker, node.text)):
         problem = type_problem(place, marker)
-        if problem is not None and problem not in reported:
-            reported.add(problem)
-            fail(f"{marker.title}[...]: {problem}", ctx.context, code=code)
+        if problem is not None:
+            paths = problems.setdefault(problem, [])
+            if path and path not in paths:
+                paths.append(path)
+    for problem, paths in problems.items():
+        where = f", at {' and '.join(paths)}" if paths else ""
+        fail(f"{marker.title}[...]{where}: {problem}", ctx.context, code=code)
 
 
 def _internal_note(ctx: AnalyzeTypeContext, error: BaseException) -> None:
