@@ -16,7 +16,10 @@ import contextlib
 import importlib
 import inspect
 import io
+import json
+import os
 import re
+import subprocess
 import sys
 import types
 from collections.abc import Iterator
@@ -89,6 +92,67 @@ def _run_page(page: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, st
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_page_blocks_run(page: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _run_page(page, monkeypatch)
+
+
+def _page_blocks() -> list[tuple[Path, int, str]]:
+    """`(page, index, block)` for every Python block of every page."""
+    return [
+        (page, index, block)
+        for page in PAGES
+        for index, block in enumerate(_blocks(page))
+    ]
+
+
+@pytest.fixture(scope="module")
+def block_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """tests/_block_server.py: one fresh process per block, forked from one
+    that imported JAX once."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0"}
+    env.pop("XLA_FLAGS", None)
+    server = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "_block_server.py")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path_factory.mktemp("blocks"),
+        env=env,
+    )
+    assert server.stdout is not None and server.stdin is not None
+    assert json.loads(server.stdout.readline()) == {"ready": True}
+
+    def run(name: str, code: str) -> dict[str, Any]:
+        assert server.stdin is not None and server.stdout is not None
+        server.stdin.write(json.dumps({"name": name, "code": code}) + "\n")
+        server.stdin.flush()
+        result: dict[str, Any] = json.loads(server.stdout.readline())
+        return result
+
+    yield run
+    server.stdin.close()
+    server.wait(timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("page", "index", "block"),
+    _page_blocks(),
+    ids=[f"{p.relative_to(ROOT)}-{i}" for p, i, _ in _page_blocks()],
+)
+def test_block_runs_alone(
+    page: Path, index: int, block: str, block_server: Any
+) -> None:
+    # What the copy button hands over: the block alone, in a new interpreter.
+    result = block_server(f"{page.name} block {index}", block)
+    assert result["ok"], f"{page.relative_to(ROOT)} block {index}:\n{result['error']}"
+
+
+def test_a_block_that_leans_on_another_fails_alone(block_server: Any) -> None:
+    assert block_server("one", "import jax.numpy as jnp\nx = jnp.ones(2)")["ok"]
+    leaning = block_server("two", "print(x)")
+    assert not leaning["ok"] and "NameError" in leaning["error"]
+    raising = block_server("three", "# raises: SpecError\nimport treespec")
+    assert not raising["ok"] and "raised nothing" in raising["error"]
+    refused = "# raises: SpecError\nfrom treespec import Static\nStatic[int][0]"
+    assert not block_server("four", refused)["ok"]
 
 
 def _output_blocks(page: Path) -> int:
