@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import importlib
+import importlib.util
 import inspect
 import io
 import json
@@ -261,7 +262,37 @@ def test_the_performance_page_shows_the_benchmarks_latest_run() -> None:
     readme = _generated(ROOT / "benchmarks" / "README.md")
     assert page == readme
     assert "load average" in page and "CPU cores" in page
-    assert "### dispatch.py" in page and "### Targets" in page
+    assert "### A call on a cache hit" in page and "### Targets" in page
+    # Headings a reader understands, one unit, nothing of the machine's files.
+    assert not re.search(r"^#+ .*\.py$", page, flags=re.M)
+    assert not re.search(r"\d us\b", page)
+    assert "wrote " not in page and "/work/" not in page and "/home/" not in page
+    # A missed target says why and what it costs.
+    missed = page.count("**missed**")
+    assert page.count(" µs more.") == missed > 0
+    assert "<!-- long-life:start -->" in page
+
+
+def _report(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """benchmarks/report.py as a module (it is a script, not in a package)."""
+    spec = importlib.util.spec_from_file_location(
+        "benchmarks_report", ROOT / "benchmarks" / "report.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # for its dataclasses
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_performance_page_is_the_recorded_run_rendered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `report.py --render` rewrites the pages from benchmarks/latest-run.json.
+    report = _report(monkeypatch)
+    run = json.loads(report.RECORD.read_text())
+    page = _generated(ROOT / "docs" / "performance.md")
+    assert report.render(run).startswith(page)
 
 
 #: The characters a code box of the site shows on a desktop screen (Material's
@@ -413,7 +444,7 @@ def test_the_home_pages_figures_are_the_benchmarks() -> None:
     # "Why treespec" quotes three ratios of the latest run (benchmarks/README.md).
     ratios = dict(
         re.findall(
-            r"^\| (.+?) \| ([\d.]+) \|$",
+            r"^\| (.+?) \| [≤≥] [\d.]+ \| ([\d.]+) \|",
             _generated(ROOT / "benchmarks" / "README.md"),
             flags=re.M,
         )
@@ -422,6 +453,8 @@ def test_the_home_pages_figures_are_the_benchmarks() -> None:
     s1 = ratios["S1 treespec.jit (hints) / jax.jit"]
     eqx = float(ratios["S1 equinox.filter_jit / treespec.jit (hints)"])
     method = ratios["method treespec.jit / jax.jit"]
-    assert f"{s1}x `jax.jit` for a config plus parameters (S1)" in home
+    assert f"config plus parameters took {s1}x `jax.jit`'s time" in home
     assert f"`equinox.filter_jit` took {eqx:.1f}x treespec's time" in home
-    assert f"{method}x for a jitted method of an Equinox Module" in home
+    assert f"method of an Equinox Module took {method}x `jax.jit`'s" in home
+    # No benchmark label ("(S1)") before the Performance page defines it.
+    assert not re.search(r"\(S\d\)", home)
