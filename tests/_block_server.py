@@ -7,9 +7,10 @@ the block as `__main__` in an empty namespace, so a block that leans on
 another block's names fails with `NameError`, as it would for a reader who
 copies it alone.
 
-Protocol: one JSON object a line on stdin, `{"name": ..., "code": ...}`;
-one JSON object a line on stdout, `{"ok": bool, "printed": str,
-"error": str}`.
+Protocol: one JSON object a line on stdin, `{"name": ..., "code": ...,
+"files": {name: content}}` (the files the page tells the reader to save,
+written into an empty working folder that is put on the path); one JSON
+object a line on stdout, `{"ok": bool, "printed": str, "error": str}`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import traceback
 import types
 
@@ -37,7 +39,7 @@ PRELOAD = (
     "optax",
 )
 
-_RAISES = re.compile(r"^# raises: (\w+)")
+_RAISES = re.compile(r"^(?:# file: \S+\n)?# raises: (\w+)")
 
 
 def _preload() -> None:
@@ -51,8 +53,15 @@ def _preload() -> None:
             getattr(treespec, name)
 
 
-def _run(name: str, code: str) -> dict[str, object]:
-    """Run one block as a script's `__main__`; what happened."""
+def _run(name: str, code: str, files: dict[str, str]) -> dict[str, object]:
+    """Run one block as a script's `__main__`, in a new folder holding
+    `files`; what happened."""
+    where = tempfile.mkdtemp(prefix="block-")
+    for file, content in files.items():
+        with open(os.path.join(where, file), "w") as out:
+            out.write(content)
+    os.chdir(where)
+    sys.path.insert(0, where)
     module = types.ModuleType("__main__")
     module.__file__ = name
     sys.modules["__main__"] = module
@@ -87,7 +96,7 @@ def _serve_one(request: dict[str, str]) -> dict[str, object]:
     if pid == 0:  # the child: run, report, and leave without cleanup
         os.close(read)
         try:
-            result = _run(request["name"], request["code"])
+            result = _run(request["name"], request["code"], request["files"])
         except BaseException as error:
             result = {"ok": False, "printed": "", "error": repr(error)}
         with os.fdopen(write, "w") as out:

@@ -1,9 +1,14 @@
 """Every Python block in docs/ and README.md runs as written.
 
 Blocks of one page share a namespace, top to bottom, as a reader would run
-them. A block whose first line is `# raises: SomeError` must raise that error.
-A `text` block right after Python blocks (no other code block between) shows
-their output: it must be what they print, bar trailing whitespace.
+them; and each block runs alone too, in a fresh process, as a reader who
+copies it would run it. A block whose first line is `# raises: SomeError` must
+raise that error. A block whose first line is `# file: name.py` is a file the
+page tells the reader to save: the page's other blocks may import it. A `text`
+block (or an `output` block: aligned output, which scrolls instead of
+wrapping) right after Python blocks (no other code block between) shows their
+output: it must be what they print, bar trailing whitespace. A `text` block
+right after a `python -m mypy FILE` command is what mypy prints.
 
 Code lines fit the site's code box, and the built site shows this checkout's
 version and loads the stylesheet that wraps output blocks.
@@ -17,7 +22,9 @@ import importlib
 import importlib.util
 import inspect
 import io
+import itertools
 import json
+import logging
 import os
 import re
 import subprocess
@@ -35,7 +42,20 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
 _BLOCK = re.compile(r"^```python\n(.*?)^```", flags=re.S | re.M)
 _FENCED = re.compile(r"^```(\w*)\n(.*?)^```", flags=re.S | re.M)
-_RAISES = re.compile(r"^# raises: (\w+)")
+_RAISES = re.compile(r"^(?:# file: \S+\n)?# raises: (\w+)")
+_FILE = re.compile(r"^# file: (\S+)\n")
+#: Output blocks: `text` wraps its lines, `output` keeps them (aligned columns).
+OUTPUT = ("text", "output")
+
+
+def _files(page: Path) -> dict[str, str]:
+    """The files a page tells the reader to save: name -> content."""
+    found = {}
+    for block in _blocks(page):
+        name = _FILE.match(block)
+        if name:
+            found[name.group(1)] = block
+    return found
 
 
 def _blocks(page: Path) -> list[str]:
@@ -69,8 +89,21 @@ def _run(block: str, name: str, namespace: dict[str, Any]) -> str:
     return printed.getvalue()
 
 
-def _run_page(page: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
-    """Run the page's Python blocks; (shown, printed) for each output block."""
+def _run_page(
+    page: Path, monkeypatch: pytest.MonkeyPatch, where: Path
+) -> list[tuple[str, str]]:
+    """Run the page's Python blocks; (shown, printed) for each output block.
+
+    The files the page names are saved in `where`, which is put on the path.
+    """
+    for name, content in _files(page).items():
+        (where / name).write_text(content)
+    monkeypatch.syspath_prepend(str(where))
+    for name in _files(page):
+        monkeypatch.delitem(sys.modules, Path(name).stem, raising=False)
+    # A block may add a handler to treespec's logger: it goes with the page.
+    logger = logging.getLogger("treespec")
+    monkeypatch.setattr(logger, "handlers", list(logger.handlers))
     # A real module, as when a reader runs the page as a script: dataclasses and
     # forward references look classes up through sys.modules.
     module = types.ModuleType(f"docs_{page.stem}")
@@ -84,15 +117,17 @@ def _run_page(page: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, st
             printed += _run(body, f"{page.name} block {index}", namespace)
             ran = True
             continue
-        if language == "text" and ran:
+        if language in OUTPUT and ran:
             outputs.append((body, printed))
         printed, ran = "", False
     return outputs
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_page_blocks_run(page: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _run_page(page, monkeypatch)
+def test_page_blocks_run(
+    page: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _run_page(page, monkeypatch, tmp_path)
 
 
 def _page_blocks() -> list[tuple[Path, int, str]]:
@@ -121,9 +156,12 @@ def block_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     assert server.stdout is not None and server.stdin is not None
     assert json.loads(server.stdout.readline()) == {"ready": True}
 
-    def run(name: str, code: str) -> dict[str, Any]:
+    def run(
+        name: str, code: str, files: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         assert server.stdin is not None and server.stdout is not None
-        server.stdin.write(json.dumps({"name": name, "code": code}) + "\n")
+        request = {"name": name, "code": code, "files": files or {}}
+        server.stdin.write(json.dumps(request) + "\n")
         server.stdin.flush()
         result: dict[str, Any] = json.loads(server.stdout.readline())
         return result
@@ -142,7 +180,8 @@ def test_block_runs_alone(
     page: Path, index: int, block: str, block_server: Any
 ) -> None:
     # What the copy button hands over: the block alone, in a new interpreter.
-    result = block_server(f"{page.name} block {index}", block)
+    # With the files the page tells the reader to save, and nothing else.
+    result = block_server(f"{page.name} block {index}", block, _files(page))
     assert result["ok"], f"{page.relative_to(ROOT)} block {index}:\n{result['error']}"
 
 
@@ -154,13 +193,16 @@ def test_a_block_that_leans_on_another_fails_alone(block_server: Any) -> None:
     assert not raising["ok"] and "raised nothing" in raising["error"]
     refused = "# raises: SpecError\nfrom treespec import Static\nStatic[int][0]"
     assert not block_server("four", refused)["ok"]
+    saved = {"helper.py": "# file: helper.py\nVALUE = 3\n"}
+    assert block_server("five", "from helper import VALUE", saved)["ok"]
+    assert not block_server("six", "from helper import VALUE")["ok"]
 
 
 def _output_blocks(page: Path) -> int:
     """How many `text` blocks of the page come right after a Python block."""
     fenced = _fenced(page)
     return sum(
-        lang == "text" and fenced[i - 1][0] == "python"
+        lang in OUTPUT and fenced[i - 1][0] == "python"
         for i, (lang, _) in enumerate(fenced)
         if i
     )
@@ -172,12 +214,59 @@ def _output_blocks(page: Path) -> int:
     ids=lambda p: str(p.relative_to(ROOT)),
 )
 def test_page_text_blocks_show_what_the_code_prints(
-    page: Path, monkeypatch: pytest.MonkeyPatch
+    page: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    outputs = _run_page(page, monkeypatch)
+    outputs = _run_page(page, monkeypatch, tmp_path)
     assert len(outputs) == _output_blocks(page)
     for shown, printed in outputs:
         assert _normalised(printed) == _normalised(shown)
+
+
+_MYPY = re.compile(r"^python -m mypy (\S+)\n$")
+
+
+def _mypy_outputs(page: Path) -> list[tuple[str, str]]:
+    """`(file, shown output)` for each `python -m mypy FILE` command of the
+    page that is followed by a `text` block and names a file the page saves."""
+    fenced = _fenced(page)
+    found = []
+    saved = _files(page)
+    for (lang, body), (after, shown) in itertools.pairwise(fenced):
+        command = _MYPY.match(body)
+        if lang == "bash" and command and after == "text" and command.group(1) in saved:
+            found.append((command.group(1), shown))
+    return found
+
+
+@pytest.mark.parametrize(
+    "page",
+    [p for p in PAGES if _mypy_outputs(p)],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_mypy_output_blocks_are_what_mypy_prints(page: Path, tmp_path: Path) -> None:
+    pytest.importorskip("mypy", reason="the dev extra installs mypy")
+    # The files and the mypy configuration (the page's `ini` block) as the
+    # reader saves them, and the command as the page shows it.
+    for name, content in _files(page).items():
+        (tmp_path / name).write_text(content)
+    (config,) = [body for lang, body in _fenced(page) if lang == "ini"]
+    (tmp_path / "mypy.ini").write_text(config)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for name, shown in _mypy_outputs(page):
+        done = subprocess.run(
+            [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / ".c"), name],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert _normalised(done.stdout) == _normalised(shown), done.stderr
+
+
+def test_the_tutorials_mypy_step_is_checked() -> None:
+    assert [name for name, _ in _mypy_outputs(ROOT / "docs" / "tutorial.md")] == [
+        "bad_config.py"
+    ]
 
 
 def test_output_blocks_are_found_and_normalised() -> None:
@@ -188,9 +277,21 @@ def test_output_blocks_are_found_and_normalised() -> None:
     assert _normalised("\na  \n\nb\t\n\n") == "a\n\nb"
 
 
+#: Pages of reference, tables or included files: no example of their own.
+REFERENCE = (
+    "api.md",
+    "README.md",
+    "performance.md",
+    "static-checking.md",
+    "changelog.md",
+    "contributing.md",
+    "examples.md",
+)
+
+
 def test_every_page_starts_with_an_example_or_is_reference() -> None:
     for page in PAGES:
-        if page.name in ("api.md", "README.md", "performance.md", "static-checking.md"):
+        if page.name in REFERENCE:
             continue
         assert _blocks(page), f"{page} has no runnable example"
         # Its first code block (past shell commands such as an install line) is
@@ -325,7 +426,7 @@ def _too_long(text: str) -> list[str]:
     return [
         f"line {number} ({len(line)} characters, {language or 'no language'})"
         for language, number, line in _code_lines(text)
-        if language != "text" and len(line) > CODE_BOX
+        if language not in OUTPUT and len(line) > CODE_BOX
     ]
 
 
@@ -458,3 +559,90 @@ def test_the_home_pages_figures_are_the_benchmarks() -> None:
     assert f"method of an Equinox Module took {method}x `jax.jit`'s" in home
     # No benchmark label ("(S1)") before the Performance page defines it.
     assert not re.search(r"\(S\d\)", home)
+
+
+#: Pages that end where they are: the reference, the included files.
+_ENDS = ("api.md", "README.md", "changelog.md", "contributing.md")
+
+
+def test_every_page_ends_with_where_to_go_next() -> None:
+    for page in PAGES:
+        if page.name in _ENDS:
+            continue
+        headings = re.findall(r"^## (.+)$", page.read_text(), flags=re.M)
+        assert headings and headings[-1] in ("Where next", "Where to start"), page
+
+
+def test_included_pages_show_the_files(site: Path) -> None:
+    # docs/changelog.md and contributing.md include the files (snippets).
+    for page, source in (
+        ("changelog", "CHANGELOG.md"),
+        ("contributing", "CONTRIBUTING.md"),
+    ):
+        html = (site / page / "index.html").read_text()
+        first = next(
+            line
+            for line in (ROOT / source).read_text().splitlines()
+            if line and not line.startswith("#")
+        )
+        assert first.split()[0] in html and "--8&lt;--" not in html, page
+
+
+def test_site_publishes_no_tool_files_and_no_sitemap(site: Path) -> None:
+    assert not list(site.rglob("ruff.toml")) and not list(site.rglob("*.toml"))
+    # No host yet, so no absolute URLs: no sitemap (mkdocs.yml says why).
+    assert not (site / "sitemap.xml").exists()
+    assert not (site / "sitemap.xml.gz").exists()
+
+
+def test_the_404_page_finds_the_sites_root(site: Path) -> None:
+    # Served at any missed path: its links start at the root, which its
+    # script moves to the folder the site is served from.
+    html = (site / "404.html").read_text()
+    assert "search/search_index.json" in html
+    links = re.findall(r'(?:href|src)="([^"#]+)"', html)
+    local = [link for link in links if not re.match(r"[a-z]+:", link)]
+    assert local and all(link.startswith("/") for link in local), local
+
+
+def _index_terms(text: str, separator: str) -> set[str]:
+    """The words Material's search makes of a text: split on `separator`,
+    lower-cased, as lunr does in the browser."""
+    plain = re.sub(r"<[^>]+>", " ", text)
+    return {word.lower() for word in re.split(separator, plain) if word}
+
+
+@pytest.mark.parametrize("name", ["filter_jit", "static_argnums", "jax.export"])
+def test_search_finds_dotted_names_on_every_page_naming_them(
+    site: Path, name: str
+) -> None:
+    index = json.loads((site / "search" / "search_index.json").read_text())
+    separator = index["config"]["separator"]
+    wanted = _index_terms(name, separator)
+    pages: dict[str, set[str]] = {}
+    for doc in index["docs"]:
+        where = doc["location"].partition("#")[0]
+        terms = _index_terms(doc["title"] + " " + doc["text"], separator)
+        pages[where] = pages.get(where, set()) | terms
+    naming = [
+        page
+        for page in sorted((ROOT / "docs").rglob("*.md"))
+        if name in page.read_text()
+    ]
+    assert len(naming) >= 2, name
+    for page in naming:
+        location = page.relative_to(ROOT / "docs").with_suffix("").as_posix() + "/"
+        location = location.removesuffix("index/")
+        assert wanted <= pages[location], (name, location)
+
+
+def test_the_built_performance_page_is_for_readers(site: Path) -> None:
+    html = (site / "performance" / "index.html").read_text()
+    text = re.sub(r"<[^>]+>", " ", html)
+    assert "wrote " not in text
+    assert not re.search(r"(/work/|/home/|/tmp/|/root/)", text)
+    assert not re.search(r"\d us\b", text)
+    # The plot in a light and a dark variant, each shown in its theme.
+    assert 'src="../images/scaling.png#only-light"' in html
+    assert 'src="../images/scaling-dark.png#only-dark"' in html
+    assert (site / "images" / "scaling-dark.png").exists()
