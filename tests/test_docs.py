@@ -436,6 +436,78 @@ def test_code_lines_fit_the_code_box(page: Path) -> None:
     assert not too_long, f"{page.relative_to(ROOT)}: {too_long}"
 
 
+def test_docs_code_is_formatted_to_the_code_box() -> None:
+    # pyproject.toml leaves docs/ to tests/docs-ruff.toml (76 columns), which
+    # lives outside docs/ so that the site does not publish it.
+    pytest.importorskip("ruff", reason="the dev extra installs ruff")
+    config = ROOT / "tests" / "docs-ruff.toml"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ruff",
+            "format",
+            "--check",
+            "--config",
+            str(config),
+            "docs",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "files already formatted" in done.stdout or "file already" in done.stdout
+    assert not (ROOT / "docs" / "ruff.toml").exists()
+
+
+#: The characters of a heading's code that one line holds on a 390 px phone,
+#: by heading level (Material's sizes: h1 2em, h2 1.5625em, h3 1.25em of a
+#: 16 px text, code at 0.85em, a monospace character 0.6em wide, in the
+#: 358 px the content gets), with some room to spare. A longer word breaks
+#: inside itself (`field(pyt` / `ree_node=False)`).
+PHONE_WORD = {1: 20, 2: 26, 3: 32, 4: 40}
+
+
+def _headings(text: str) -> Iterator[tuple[int, str]]:
+    """`(level, text)` of the page's headings, outside code blocks."""
+    in_code = {number for _, number, _ in _code_lines(text)}
+    for number, line in enumerate(text.splitlines(), 1):
+        found = re.match(r"^(#{1,6}) (.+)$", line)
+        if found and number not in in_code and not _FENCE.match(line):
+            yield len(found.group(1)), found.group(2)
+
+
+def _too_wide_for_a_phone(text: str) -> list[str]:
+    """Headings with a word a phone breaks inside, or longer than 3 lines."""
+    found = []
+    for level, heading in _headings(text):
+        width = PHONE_WORD.get(level, 40)
+        plain = heading.replace("`", "")
+        long = [word for word in plain.split() if len(word) > width]
+        if long or len(plain) > 3 * width:
+            found.append(f"h{level} {heading!r}")
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_headings_fit_a_phone(page: Path) -> None:
+    too_wide = _too_wide_for_a_phone(page.read_text())
+    assert not too_wide, f"{page.relative_to(ROOT)}: {too_wide}"
+
+
+def test_headings_too_wide_for_a_phone_are_found() -> None:
+    page = (
+        "# From `flax.struct.field(pytree_node=False)`\n\n"
+        "```python\n# a comment, not a heading: flax.struct.field(pytree)\n```\n\n"
+        f"## {'word ' * 20}\n\n### `treespec.value_and_grad`\n"
+    )
+    assert _too_wide_for_a_phone(page) == [
+        "h1 'From `flax.struct.field(pytree_node=False)`'",
+        f"h2 {'word ' * 20!r}",
+    ]
+
+
 def test_long_code_lines_are_found() -> None:
     long = "x" * (CODE_BOX + 1)
     page = (
@@ -530,6 +602,20 @@ def test_site_shows_the_version(site: Path) -> None:
     for page in ("index.html", "api/index.html", "transforms/jit/index.html"):
         footer = (site / page).read_text().partition('class="md-footer"')[2]
         assert f"treespec {version}" in footer, page
+
+
+def test_site_has_a_full_tab_title(site: Path) -> None:
+    title = re.search(r"<title>(.*?)</title>", (site / "index.html").read_text())
+    assert title is not None and title.group(1).startswith("Per-leaf static")
+
+
+def test_aligned_output_scrolls(site: Path) -> None:
+    # explain's columns (```output blocks) keep their lines on a phone.
+    page = (site / "getting-started" / "index.html").read_text()
+    assert 'class="language-output highlight"' in page
+    css = (site / "stylesheets" / "extra.css").read_text()
+    rule = css[css.index(".md-typeset .language-output pre > code") :]
+    assert "white-space: pre;" in rule.partition("}")[0]
 
 
 def test_site_wraps_output_blocks(site: Path) -> None:
