@@ -46,7 +46,7 @@ def on_post_build(config: Any) -> None:
 
 #: Rewrites the 404 page's `/...` links to the folder the site is served from.
 _FIND_ROOT = """<script>
-(async () => {
+document.addEventListener("DOMContentLoaded", async () => {
   const parts = location.pathname.split("/").slice(0, -1);
   for (let n = parts.length; n > 0; n--) {
     const root = parts.slice(0, n).join("/") + "/";
@@ -54,17 +54,30 @@ _FIND_ROOT = """<script>
       .then((r) => r.ok, () => false);
     if (!found) continue;
     if (root === "/") return;
-    for (const el of document.querySelectorAll("[href^='/'], [src^='/']")) {
-      for (const attr of ["href", "src"]) {
-        const value = el.getAttribute(attr);
-        if (value && value.startsWith("/") && !value.startsWith("//")) {
-          el.setAttribute(attr, root + value.slice(1));
-        }
-      }
+    const moved = (value) => root + value.slice(1);
+    for (const el of document.querySelectorAll("[href^='/']")) {
+      const value = el.getAttribute("href");
+      if (!value.startsWith("//")) el.setAttribute("href", moved(value));
+    }
+    for (const el of document.querySelectorAll("img[src^='/']")) {
+      el.setAttribute("src", moved(el.getAttribute("src")));
+    }
+    // The theme's script failed from the root: run it again from the site's.
+    const config = document.getElementById("__config");
+    if (config) {
+      const settings = JSON.parse(config.textContent);
+      settings.base = root;
+      if (settings.search) settings.search = moved(settings.search);
+      config.textContent = JSON.stringify(settings);
+    }
+    for (const old of document.querySelectorAll("script[src^='/']")) {
+      const script = document.createElement("script");
+      script.src = moved(old.getAttribute("src"));
+      old.replaceWith(script);
     }
     return;
   }
-})();
+});
 </script>"""
 
 
