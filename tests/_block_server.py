@@ -21,6 +21,7 @@ import io
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import traceback
@@ -53,10 +54,9 @@ def _preload() -> None:
             getattr(treespec, name)
 
 
-def _run(name: str, code: str, files: dict[str, str]) -> dict[str, object]:
-    """Run one block as a script's `__main__`, in a new folder holding
-    `files`; what happened."""
-    where = tempfile.mkdtemp(prefix="block-")
+def _run(name: str, code: str, files: dict[str, str], where: str) -> dict[str, object]:
+    """Run one block as a script's `__main__`, in the empty folder `where`
+    holding `files`; what happened."""
     for file, content in files.items():
         with open(os.path.join(where, file), "w") as out:
             out.write(content)
@@ -91,12 +91,13 @@ def _is(error: BaseException, name: str) -> bool:
 
 
 def _serve_one(request: dict[str, str]) -> dict[str, object]:
+    where = tempfile.mkdtemp(prefix="block-")
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: run, report, and leave without cleanup
         os.close(read)
         try:
-            result = _run(request["name"], request["code"], request["files"])
+            result = _run(request["name"], request["code"], request["files"], where)
         except BaseException as error:
             result = {"ok": False, "printed": "", "error": repr(error)}
         with os.fdopen(write, "w") as out:
@@ -106,6 +107,7 @@ def _serve_one(request: dict[str, str]) -> dict[str, object]:
     with os.fdopen(read) as result_pipe:
         text = result_pipe.read()
     _, status = os.waitpid(pid, 0)
+    shutil.rmtree(where, ignore_errors=True)
     if not text:
         return {"ok": False, "printed": "", "error": f"child died ({status})"}
     result: dict[str, object] = json.loads(text)
