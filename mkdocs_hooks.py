@@ -1,7 +1,16 @@
-"""MkDocs hook: the site's footer shows the version of this checkout.
+"""MkDocs hooks: the version in the footer, and a site without a host.
 
 The version is written once, in treespec/__init__.py (the package build reads
 it from there too), so the site cannot show another.
+
+The site has no `site_url` (no public host yet: see mkdocs.yml), so its links
+are relative and it works from any path. Two things need an absolute URL:
+the sitemap (its entries must be absolute URLs), which is removed, and the
+404 page, which a server shows at whatever path was missed, so that its
+relative links would point below that path. Its links are written from the
+site's root (`/...`) and a small script finds the root where the site is
+served and rewrites them: it asks each parent folder of the missed path for
+the site's search index, and the first that has it is the root.
 """
 
 from __future__ import annotations
@@ -24,3 +33,63 @@ def on_config(config: Any) -> Any:
     root = Path(config.config_file_path).parent
     config.copyright = f"treespec {version(root)} · Apache-2.0"
     return config
+
+
+def on_post_build(config: Any) -> None:
+    site = Path(config.site_dir)
+    for name in ("sitemap.xml", "sitemap.xml.gz"):
+        (site / name).unlink(missing_ok=True)
+    not_found = site / "404.html"
+    if not_found.exists():
+        not_found.write_text(_rooted(not_found.read_text()))
+
+
+#: Rewrites the 404 page's `/...` links to the folder the site is served from.
+_FIND_ROOT = """<script>
+document.addEventListener("DOMContentLoaded", async () => {
+  const parts = location.pathname.split("/").slice(0, -1);
+  for (let n = parts.length; n > 0; n--) {
+    const root = parts.slice(0, n).join("/") + "/";
+    const found = await fetch(root + "search/search_index.json", {method: "HEAD"})
+      .then((r) => r.ok, () => false);
+    if (!found) continue;
+    if (root === "/") return;
+    const moved = (value) => root + value.slice(1);
+    for (const el of document.querySelectorAll("[href^='/']")) {
+      const value = el.getAttribute("href");
+      if (!value.startsWith("//")) el.setAttribute("href", moved(value));
+    }
+    for (const el of document.querySelectorAll("img[src^='/']")) {
+      el.setAttribute("src", moved(el.getAttribute("src")));
+    }
+    // The theme's script failed from the root: run it again from the site's.
+    const config = document.getElementById("__config");
+    if (config) {
+      const settings = JSON.parse(config.textContent);
+      settings.base = root;
+      if (settings.search) settings.search = moved(settings.search);
+      config.textContent = JSON.stringify(settings);
+    }
+    for (const old of document.querySelectorAll("script[src^='/']")) {
+      const script = document.createElement("script");
+      script.src = moved(old.getAttribute("src"));
+      old.replaceWith(script);
+    }
+    return;
+  }
+});
+</script>"""
+
+
+def _rooted(html: str) -> str:
+    """The 404 page with links from the site's root and the script above.
+
+    MkDocs writes its links relative to the site's root folder (`./x`,
+    `assets/...`); from the root they become `/x`, `/assets/...`.
+    """
+    html = re.sub(
+        r'(href|src)="(?!#|[a-z]+:|/)(?:\./)?([^"]*)"',
+        lambda m: f'{m.group(1)}="/{m.group(2)}"',
+        html,
+    )
+    return html.replace("</head>", _FIND_ROOT + "\n</head>", 1)

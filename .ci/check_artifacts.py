@@ -85,7 +85,8 @@ def check_sdist(path: Path, version: str) -> list[str]:
     if outside:
         problems.append(f"sdist members outside {top}: {outside}")
     members = {n[len(top) :] for n in names if n.startswith(top)}
-    wanted = {"LICENSE", "README.md", "CHANGELOG.md", "pyproject.toml", "PKG-INFO"}
+    wanted = {"LICENSE", "README.md", "CHANGELOG.md", "CONTRIBUTING.md"}
+    wanted |= {"pyproject.toml", "PKG-INFO"}
     wanted |= _tracked("treespec", "tests", "docs", "examples")
     missing = sorted(wanted - members)
     if missing:

@@ -37,7 +37,7 @@ def table(title: str, times: dict[str, float], base: str) -> str:
     lines = [f"### {title}", "", f"| contender | median per call | / {base} |"]
     lines.append("| --- | --- | --- |")
     for name, t in times.items():
-        lines.append(f"| {name} | {t * 1e6:.1f} us | {t / times[base]:.2f} |")
+        lines.append(f"| {name} | {t * 1e6:.1f} µs | {t / times[base]:.2f} |")
     return "\n".join(lines)
 
 

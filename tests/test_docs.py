@@ -1,9 +1,14 @@
 """Every Python block in docs/ and README.md runs as written.
 
 Blocks of one page share a namespace, top to bottom, as a reader would run
-them. A block whose first line is `# raises: SomeError` must raise that error.
-A `text` block right after Python blocks (no other code block between) shows
-their output: it must be what they print, bar trailing whitespace.
+them; and each block runs alone too, in a fresh process, as a reader who
+copies it would run it. A block whose first line is `# raises: SomeError` must
+raise that error. A block whose first line is `# file: name.py` is a file the
+page tells the reader to save: the page's other blocks may import it. A `text`
+block (or an `output` block: aligned output, which scrolls instead of
+wrapping) right after Python blocks (no other code block between) shows their
+output: it must be what they print, bar trailing whitespace. A `text` block
+right after a `python -m mypy FILE` command is what mypy prints.
 
 Code lines fit the site's code box, and the built site shows this checkout's
 version and loads the stylesheet that wraps output blocks.
@@ -14,9 +19,15 @@ from __future__ import annotations
 import ast
 import contextlib
 import importlib
+import importlib.util
 import inspect
 import io
+import itertools
+import json
+import logging
+import os
 import re
+import subprocess
 import sys
 import types
 from collections.abc import Iterator
@@ -31,7 +42,20 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
 _BLOCK = re.compile(r"^```python\n(.*?)^```", flags=re.S | re.M)
 _FENCED = re.compile(r"^```(\w*)\n(.*?)^```", flags=re.S | re.M)
-_RAISES = re.compile(r"^# raises: (\w+)")
+_RAISES = re.compile(r"^(?:# file: \S+\n)?# raises: (\w+)")
+_FILE = re.compile(r"^# file: (\S+)\n")
+#: Output blocks: `text` wraps its lines, `output` keeps them (aligned columns).
+OUTPUT = ("text", "output")
+
+
+def _files(page: Path) -> dict[str, str]:
+    """The files a page tells the reader to save: name -> content."""
+    found = {}
+    for block in _blocks(page):
+        name = _FILE.match(block)
+        if name:
+            found[name.group(1)] = block
+    return found
 
 
 def _blocks(page: Path) -> list[str]:
@@ -65,8 +89,21 @@ def _run(block: str, name: str, namespace: dict[str, Any]) -> str:
     return printed.getvalue()
 
 
-def _run_page(page: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
-    """Run the page's Python blocks; (shown, printed) for each output block."""
+def _run_page(
+    page: Path, monkeypatch: pytest.MonkeyPatch, where: Path
+) -> list[tuple[str, str]]:
+    """Run the page's Python blocks; (shown, printed) for each output block.
+
+    The files the page names are saved in `where`, which is put on the path.
+    """
+    for name, content in _files(page).items():
+        (where / name).write_text(content)
+    monkeypatch.syspath_prepend(str(where))
+    for name in _files(page):
+        monkeypatch.delitem(sys.modules, Path(name).stem, raising=False)
+    # A block may add a handler to treespec's logger: it goes with the page.
+    logger = logging.getLogger("treespec")
+    monkeypatch.setattr(logger, "handlers", list(logger.handlers))
     # A real module, as when a reader runs the page as a script: dataclasses and
     # forward references look classes up through sys.modules.
     module = types.ModuleType(f"docs_{page.stem}")
@@ -86,22 +123,92 @@ def _run_page(page: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, st
             printed += _run(body, f"{page.name} block {index}", namespace)
             ran = True
             continue
-        if language == "text" and ran:
+        if language in OUTPUT and ran:
             outputs.append((body, printed))
         printed, ran = "", False
     return outputs
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_page_blocks_run(page: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _run_page(page, monkeypatch)
+def test_page_blocks_run(
+    page: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _run_page(page, monkeypatch, tmp_path)
+
+
+def _page_blocks() -> list[tuple[Path, int, str]]:
+    """`(page, index, block)` for every Python block of every page."""
+    return [
+        (page, index, block)
+        for page in PAGES
+        for index, block in enumerate(_blocks(page))
+    ]
+
+
+@pytest.fixture(scope="module")
+def block_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """tests/_block_server.py: one fresh process per block, forked from one
+    that imported JAX once."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0"}
+    env.pop("XLA_FLAGS", None)
+    server = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "_block_server.py")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path_factory.mktemp("blocks"),
+        env=env,
+    )
+    assert server.stdout is not None and server.stdin is not None
+    assert json.loads(server.stdout.readline()) == {"ready": True}
+
+    def run(
+        name: str, code: str, files: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        assert server.stdin is not None and server.stdout is not None
+        request = {"name": name, "code": code, "files": files or {}}
+        server.stdin.write(json.dumps(request) + "\n")
+        server.stdin.flush()
+        result: dict[str, Any] = json.loads(server.stdout.readline())
+        return result
+
+    yield run
+    server.stdin.close()
+    server.wait(timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("page", "index", "block"),
+    _page_blocks(),
+    ids=[f"{p.relative_to(ROOT)}-{i}" for p, i, _ in _page_blocks()],
+)
+def test_block_runs_alone(
+    page: Path, index: int, block: str, block_server: Any
+) -> None:
+    # What the copy button hands over: the block alone, in a new interpreter.
+    # With the files the page tells the reader to save, and nothing else.
+    result = block_server(f"{page.name} block {index}", block, _files(page))
+    assert result["ok"], f"{page.relative_to(ROOT)} block {index}:\n{result['error']}"
+
+
+def test_a_block_that_leans_on_another_fails_alone(block_server: Any) -> None:
+    assert block_server("one", "import jax.numpy as jnp\nx = jnp.ones(2)")["ok"]
+    leaning = block_server("two", "print(x)")
+    assert not leaning["ok"] and "NameError" in leaning["error"]
+    raising = block_server("three", "# raises: SpecError\nimport treespec")
+    assert not raising["ok"] and "raised nothing" in raising["error"]
+    refused = "# raises: SpecError\nfrom treespec import Static\nStatic[int][0]"
+    assert not block_server("four", refused)["ok"]
+    saved = {"helper.py": "# file: helper.py\nVALUE = 3\n"}
+    assert block_server("five", "from helper import VALUE", saved)["ok"]
+    assert not block_server("six", "from helper import VALUE")["ok"]
 
 
 def _output_blocks(page: Path) -> int:
     """How many `text` blocks of the page come right after a Python block."""
     fenced = _fenced(page)
     return sum(
-        lang == "text" and fenced[i - 1][0] == "python"
+        lang in OUTPUT and fenced[i - 1][0] == "python"
         for i, (lang, _) in enumerate(fenced)
         if i
     )
@@ -113,12 +220,59 @@ def _output_blocks(page: Path) -> int:
     ids=lambda p: str(p.relative_to(ROOT)),
 )
 def test_page_text_blocks_show_what_the_code_prints(
-    page: Path, monkeypatch: pytest.MonkeyPatch
+    page: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    outputs = _run_page(page, monkeypatch)
+    outputs = _run_page(page, monkeypatch, tmp_path)
     assert len(outputs) == _output_blocks(page)
     for shown, printed in outputs:
         assert _normalised(printed) == _normalised(shown)
+
+
+_MYPY = re.compile(r"^python -m mypy (\S+)\n$")
+
+
+def _mypy_outputs(page: Path) -> list[tuple[str, str]]:
+    """`(file, shown output)` for each `python -m mypy FILE` command of the
+    page that is followed by a `text` block and names a file the page saves."""
+    fenced = _fenced(page)
+    found = []
+    saved = _files(page)
+    for (lang, body), (after, shown) in itertools.pairwise(fenced):
+        command = _MYPY.match(body)
+        if lang == "bash" and command and after == "text" and command.group(1) in saved:
+            found.append((command.group(1), shown))
+    return found
+
+
+@pytest.mark.parametrize(
+    "page",
+    [p for p in PAGES if _mypy_outputs(p)],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_mypy_output_blocks_are_what_mypy_prints(page: Path, tmp_path: Path) -> None:
+    pytest.importorskip("mypy", reason="the dev extra installs mypy")
+    # The files and the mypy configuration (the page's `ini` block) as the
+    # reader saves them, and the command as the page shows it.
+    for name, content in _files(page).items():
+        (tmp_path / name).write_text(content)
+    (config,) = [body for lang, body in _fenced(page) if lang == "ini"]
+    (tmp_path / "mypy.ini").write_text(config)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for name, shown in _mypy_outputs(page):
+        done = subprocess.run(
+            [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / ".c"), name],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert _normalised(done.stdout) == _normalised(shown), done.stderr
+
+
+def test_the_tutorials_mypy_step_is_checked() -> None:
+    assert [name for name, _ in _mypy_outputs(ROOT / "docs" / "tutorial.md")] == [
+        "bad_config.py"
+    ]
 
 
 def test_output_blocks_are_found_and_normalised() -> None:
@@ -129,9 +283,21 @@ def test_output_blocks_are_found_and_normalised() -> None:
     assert _normalised("\na  \n\nb\t\n\n") == "a\n\nb"
 
 
+#: Pages of reference, tables or included files: no example of their own.
+REFERENCE = (
+    "api.md",
+    "README.md",
+    "performance.md",
+    "static-checking.md",
+    "changelog.md",
+    "contributing.md",
+    "examples.md",
+)
+
+
 def test_every_page_starts_with_an_example_or_is_reference() -> None:
     for page in PAGES:
-        if page.name in ("api.md", "README.md", "performance.md", "static-checking.md"):
+        if page.name in REFERENCE:
             continue
         assert _blocks(page), f"{page} has no runnable example"
         # Its first code block (past shell commands such as an install line) is
@@ -203,7 +369,37 @@ def test_the_performance_page_shows_the_benchmarks_latest_run() -> None:
     readme = _generated(ROOT / "benchmarks" / "README.md")
     assert page == readme
     assert "load average" in page and "CPU cores" in page
-    assert "### dispatch.py" in page and "### Targets" in page
+    assert "### A call on a cache hit" in page and "### Targets" in page
+    # Headings a reader understands, one unit, nothing of the machine's files.
+    assert not re.search(r"^#+ .*\.py$", page, flags=re.M)
+    assert not re.search(r"\d us\b", page)
+    assert "wrote " not in page and "/work/" not in page and "/home/" not in page
+    # A missed target says why and what it costs.
+    missed = page.count("**missed**")
+    assert page.count(" µs more.") == missed > 0
+    assert "<!-- long-life:start -->" in page
+
+
+def _report(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """benchmarks/report.py as a module (it is a script, not in a package)."""
+    spec = importlib.util.spec_from_file_location(
+        "benchmarks_report", ROOT / "benchmarks" / "report.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # for its dataclasses
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_performance_page_is_the_recorded_run_rendered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `report.py --render` rewrites the pages from benchmarks/latest-run.json.
+    report = _report(monkeypatch)
+    run = json.loads(report.RECORD.read_text())
+    page = _generated(ROOT / "docs" / "performance.md")
+    assert report.render(run).startswith(page)
 
 
 #: The characters a code box of the site shows on a desktop screen (Material's
@@ -236,7 +432,7 @@ def _too_long(text: str) -> list[str]:
     return [
         f"line {number} ({len(line)} characters, {language or 'no language'})"
         for language, number, line in _code_lines(text)
-        if language != "text" and len(line) > CODE_BOX
+        if language not in OUTPUT and len(line) > CODE_BOX
     ]
 
 
@@ -244,6 +440,78 @@ def _too_long(text: str) -> list[str]:
 def test_code_lines_fit_the_code_box(page: Path) -> None:
     too_long = _too_long(page.read_text())
     assert not too_long, f"{page.relative_to(ROOT)}: {too_long}"
+
+
+def test_docs_code_is_formatted_to_the_code_box() -> None:
+    # pyproject.toml leaves docs/ to tests/docs-ruff.toml (76 columns), which
+    # lives outside docs/ so that the site does not publish it.
+    pytest.importorskip("ruff", reason="the dev extra installs ruff")
+    config = ROOT / "tests" / "docs-ruff.toml"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ruff",
+            "format",
+            "--check",
+            "--config",
+            str(config),
+            "docs",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "files already formatted" in done.stdout or "file already" in done.stdout
+    assert not (ROOT / "docs" / "ruff.toml").exists()
+
+
+#: The characters of a heading's code that one line holds on a 390 px phone,
+#: by heading level (Material's sizes: h1 2em, h2 1.5625em, h3 1.25em of a
+#: 16 px text, code at 0.85em, a monospace character 0.6em wide, in the
+#: 358 px the content gets), with some room to spare. A longer word breaks
+#: inside itself (`field(pyt` / `ree_node=False)`).
+PHONE_WORD = {1: 20, 2: 26, 3: 32, 4: 40}
+
+
+def _headings(text: str) -> Iterator[tuple[int, str]]:
+    """`(level, text)` of the page's headings, outside code blocks."""
+    in_code = {number for _, number, _ in _code_lines(text)}
+    for number, line in enumerate(text.splitlines(), 1):
+        found = re.match(r"^(#{1,6}) (.+)$", line)
+        if found and number not in in_code and not _FENCE.match(line):
+            yield len(found.group(1)), found.group(2)
+
+
+def _too_wide_for_a_phone(text: str) -> list[str]:
+    """Headings with a word a phone breaks inside, or longer than 3 lines."""
+    found = []
+    for level, heading in _headings(text):
+        width = PHONE_WORD.get(level, 40)
+        plain = heading.replace("`", "")
+        long = [word for word in plain.split() if len(word) > width]
+        if long or len(plain) > 3 * width:
+            found.append(f"h{level} {heading!r}")
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_headings_fit_a_phone(page: Path) -> None:
+    too_wide = _too_wide_for_a_phone(page.read_text())
+    assert not too_wide, f"{page.relative_to(ROOT)}: {too_wide}"
+
+
+def test_headings_too_wide_for_a_phone_are_found() -> None:
+    page = (
+        "# From `flax.struct.field(pytree_node=False)`\n\n"
+        "```python\n# a comment, not a heading: flax.struct.field(pytree)\n```\n\n"
+        f"## {'word ' * 20}\n\n### `treespec.value_and_grad`\n"
+    )
+    assert _too_wide_for_a_phone(page) == [
+        "h1 'From `flax.struct.field(pytree_node=False)`'",
+        f"h2 {'word ' * 20!r}",
+    ]
 
 
 def test_long_code_lines_are_found() -> None:
@@ -342,6 +610,20 @@ def test_site_shows_the_version(site: Path) -> None:
         assert f"treespec {version}" in footer, page
 
 
+def test_site_has_a_full_tab_title(site: Path) -> None:
+    title = re.search(r"<title>(.*?)</title>", (site / "index.html").read_text())
+    assert title is not None and title.group(1).startswith("Per-leaf static")
+
+
+def test_aligned_output_scrolls(site: Path) -> None:
+    # explain's columns (```output blocks) keep their lines on a phone.
+    page = (site / "getting-started" / "index.html").read_text()
+    assert 'class="language-output highlight"' in page
+    css = (site / "stylesheets" / "extra.css").read_text()
+    rule = css[css.index(".md-typeset .language-output pre > code") :]
+    assert "white-space: pre;" in rule.partition("}")[0]
+
+
 def test_site_wraps_output_blocks(site: Path) -> None:
     page = (site / "validation" / "index.html").read_text()
     assert 'href="../stylesheets/extra.css"' in page
@@ -355,7 +637,7 @@ def test_the_home_pages_figures_are_the_benchmarks() -> None:
     # "Why treespec" quotes three ratios of the latest run (benchmarks/README.md).
     ratios = dict(
         re.findall(
-            r"^\| (.+?) \| ([\d.]+) \|$",
+            r"^\| (.+?) \| [≤≥] [\d.]+ \| ([\d.]+) \|",
             _generated(ROOT / "benchmarks" / "README.md"),
             flags=re.M,
         )
@@ -364,6 +646,95 @@ def test_the_home_pages_figures_are_the_benchmarks() -> None:
     s1 = ratios["S1 treespec.jit (hints) / jax.jit"]
     eqx = float(ratios["S1 equinox.filter_jit / treespec.jit (hints)"])
     method = ratios["method treespec.jit / jax.jit"]
-    assert f"{s1}x `jax.jit` for a config plus parameters (S1)" in home
+    assert f"config plus parameters took {s1}x `jax.jit`'s time" in home
     assert f"`equinox.filter_jit` took {eqx:.1f}x treespec's time" in home
-    assert f"{method}x for a jitted method of an Equinox Module" in home
+    assert f"method of an Equinox Module took {method}x `jax.jit`'s" in home
+    # No benchmark label ("(S1)") before the Performance page defines it.
+    assert not re.search(r"\(S\d\)", home)
+
+
+#: Pages that end where they are: the reference, the included files.
+_ENDS = ("api.md", "README.md", "changelog.md", "contributing.md")
+
+
+def test_every_page_ends_with_where_to_go_next() -> None:
+    for page in PAGES:
+        if page.name in _ENDS:
+            continue
+        headings = re.findall(r"^## (.+)$", page.read_text(), flags=re.M)
+        assert headings and headings[-1] in ("Where next", "Where to start"), page
+
+
+def test_included_pages_show_the_files(site: Path) -> None:
+    # docs/changelog.md and contributing.md include the files (snippets).
+    for page, source in (
+        ("changelog", "CHANGELOG.md"),
+        ("contributing", "CONTRIBUTING.md"),
+    ):
+        html = (site / page / "index.html").read_text()
+        first = next(
+            line
+            for line in (ROOT / source).read_text().splitlines()
+            if line and not line.startswith("#")
+        )
+        assert first.split()[0] in html and "--8&lt;--" not in html, page
+
+
+def test_site_publishes_no_tool_files_and_no_sitemap(site: Path) -> None:
+    assert not list(site.rglob("ruff.toml")) and not list(site.rglob("*.toml"))
+    # No host yet, so no absolute URLs: no sitemap (mkdocs.yml says why).
+    assert not (site / "sitemap.xml").exists()
+    assert not (site / "sitemap.xml.gz").exists()
+
+
+def test_the_404_page_finds_the_sites_root(site: Path) -> None:
+    # Served at any missed path: its links start at the root, which its
+    # script moves to the folder the site is served from.
+    html = (site / "404.html").read_text()
+    assert "search/search_index.json" in html
+    links = re.findall(r'(?:href|src)="([^"#]+)"', html)
+    local = [link for link in links if not re.match(r"[a-z]+:", link)]
+    assert local and all(link.startswith("/") for link in local), local
+
+
+def _index_terms(text: str, separator: str) -> set[str]:
+    """The words Material's search makes of a text: split on `separator`,
+    lower-cased, as lunr does in the browser."""
+    plain = re.sub(r"<[^>]+>", " ", text)
+    return {word.lower() for word in re.split(separator, plain) if word}
+
+
+@pytest.mark.parametrize("name", ["filter_jit", "static_argnums", "jax.export"])
+def test_search_finds_dotted_names_on_every_page_naming_them(
+    site: Path, name: str
+) -> None:
+    index = json.loads((site / "search" / "search_index.json").read_text())
+    separator = index["config"]["separator"]
+    wanted = _index_terms(name, separator)
+    pages: dict[str, set[str]] = {}
+    for doc in index["docs"]:
+        where = doc["location"].partition("#")[0]
+        terms = _index_terms(doc["title"] + " " + doc["text"], separator)
+        pages[where] = pages.get(where, set()) | terms
+    naming = [
+        page
+        for page in sorted((ROOT / "docs").rglob("*.md"))
+        if name in page.read_text()
+    ]
+    assert len(naming) >= 2, name
+    for page in naming:
+        location = page.relative_to(ROOT / "docs").with_suffix("").as_posix() + "/"
+        location = location.removesuffix("index/")
+        assert wanted <= pages[location], (name, location)
+
+
+def test_the_built_performance_page_is_for_readers(site: Path) -> None:
+    html = (site / "performance" / "index.html").read_text()
+    text = re.sub(r"<[^>]+>", " ", html)
+    assert "wrote " not in text
+    assert not re.search(r"(/work/|/home/|/tmp/|/root/)", text)
+    assert not re.search(r"\d us\b", text)
+    # The plot in a light and a dark variant, each shown in its theme.
+    assert 'src="../images/scaling.png#only-light"' in html
+    assert 'src="../images/scaling-dark.png#only-dark"' in html
+    assert (site / "images" / "scaling-dark.png").exists()
