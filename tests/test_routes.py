@@ -873,7 +873,11 @@ def test_a_static_object_changed_in_place_is_never_answered_by_identity() -> Non
 
 @pytest.mark.parametrize(
     "values",
-    [list(range(8)), [(i, -i) for i in range(8)], [{"k": i, "s": "a"} for i in range(8)]],
+    [
+        list(range(8)),
+        [(i, -i) for i in range(8)],
+        [{"k": i, "s": "a"} for i in range(8)],
+    ],
     ids=["int", "tuple", "dict of scalars"],
 )
 def test_past_the_static_key_bound_nothing_compiled_is_traced_again(

@@ -12,14 +12,14 @@ import jax
 from typing_extensions import ParamSpec, Self
 
 from ._api import caller_namespace
-from ._cache import JitState, freeze, shared_state
+from ._cache import MAX_TRACES_KEPT, JitState, freeze, shared_state
 from ._errors import SpecError, location
 from ._layout import is_sharding
 from ._outputs import WithStatic
 from ._partition import combine
 from ._plan import CallView, Kind, Split
 from ._processes import ProcessCheck, check_enabled, log_prefix
-from ._retrace import Seen, describe_retrace, describe_view
+from ._retrace import Seen, describe_retrace, describe_view, nearest
 from ._routes import Key
 from ._stages import Lowered, StagedCall, staged_jit
 from ._transform import BoundTransform, Transformed
@@ -197,7 +197,7 @@ class Jitted(Transformed[_P, _R]):
                     clear()
             state.splitter.clear()
             state.compiled.clear()
-            state.last_trace = None
+            state.traces.clear()
             state.scalar_changes.clear()
             state.warned_scalars = False
 
@@ -230,11 +230,17 @@ class Jitted(Transformed[_P, _R]):
             self._processes.check(view)
         # Validated first: a call that fails validation is no retrace.
         checked = self._splitter.validate_view(view)
+        now = describe_view(view)
+        out = self._body(key, dynamic, checked)
+        # Only a trace that completed counts, and is what later retraces
+        # are explained against.
         state = self._state
         with state.lock:
             state.trace_count += 1
-            now = describe_view(view)
-            before, state.last_trace = state.last_trace, now
+            before = nearest(state.traces, now)
+            state.traces.append(now)
+            if len(state.traces) > MAX_TRACES_KEPT:
+                del state.traces[0]
             if before is not None:
                 if self._explain:
                     logger.warning(
@@ -245,7 +251,7 @@ class Jitted(Transformed[_P, _R]):
                         "; ".join(describe_retrace(before, now)),
                     )
                 self._watch_scalars(view, before, now)
-        return self._body(key, dynamic, checked)
+        return out
 
     def _watch_scalars(
         self, view: CallView, before: dict[str, Seen], now: dict[str, Seen]
@@ -313,7 +319,7 @@ class Jitted(Transformed[_P, _R]):
                 dynamic = route.get_whole(call)
         else:
             key, dynamic = splitter.general.split(call, named)
-        split = key[0]
+        split = key[0].split()  # inlined `key_split`: the key's `SplitId`
         try:
             out = (split.caller or self._caller(split))(key, *dynamic)
         except (TypeError, ValueError, RuntimeError):

@@ -17,7 +17,7 @@ from ._outputs import WithStatic, join_output
 from ._partition import combine
 from ._plan import Kind, Split
 from ._prefix import Entry, broadcast_call, broadcast_tree
-from ._routes import Key
+from ._routes import Key, key_split
 from ._transform import Transformed
 
 __all__ = ["pmap", "vmap"]
@@ -194,7 +194,7 @@ class _VMapped(_AxisMapped[_P, _R]):
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         key, dynamic = self._splitter.split_call(args, kwargs)
-        axes = self._axes(key[0], dynamic, args, kwargs)
+        axes = self._axes(key_split(key), dynamic, args, kwargs)
         out_axes = self._out_axes
         if out_axes is None:
 
@@ -307,8 +307,9 @@ class _PMapped(_AxisMapped[_P, _R]):
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         key: Key
         key, dynamic = self._splitter.split_call(args, kwargs)
-        axes = self._axes(key[0], dynamic, args, kwargs)
-        out = self._compiled_for(key[0], axes)(key, *dynamic)
+        split = key_split(key)
+        axes = self._axes(split, dynamic, args, kwargs)
+        out = self._compiled_for(split, axes)(key, *dynamic)
         if self._out_axes is not None:
             return self._out_axes.join(out, self._records[key])  # type: ignore[no-any-return]
         return join_output(out)  # type: ignore[no-any-return]
