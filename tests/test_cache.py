@@ -188,7 +188,7 @@ def _one_trial(make: Any, cfg: _Sweep) -> tuple[weakref.ref[Any], Any]:
         return jnp.sin(x) * cfg.scale + offset
 
     jitted = make(step)
-    np.testing.assert_allclose(jitted(jnp.zeros(3), cfg), float(cfg.scale))
+    np.testing.assert_allclose(jitted(jnp.zeros((1, 3)), cfg), float(cfg.scale))
     state = getattr(jitted, "_state", step)
     return weakref.ref(cfg), weakref.ref(state)
 
@@ -201,6 +201,7 @@ _TRIALS = {
     "jit of vmap": lambda f: treespec.jit(treespec.vmap(f, in_axes=(0, None))),
     "jit of checkpoint": lambda f: treespec.jit(treespec.checkpoint(f)),
     "checkpoint": treespec.checkpoint,
+    "pmap": treespec.pmap,
 }
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
@@ -11,32 +10,13 @@ from typing_extensions import Never, ParamSpec
 
 from ._api import caller_namespace
 from ._outputs import join_output
-from ._transform import Transformed
+from ._transform import Transformed, weak_method
 
 __all__ = ["checkpoint", "eval_shape"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 _K = TypeVar("_K")
-
-
-def _weak_body(owner: Transformed[Any, Any]) -> Callable[..., Any]:
-    """`owner._traced`, reaching `owner` through a weak reference.
-
-    `jax.checkpoint` keeps, per function it is given and static arguments, a
-    function that holds the one it was given, in a cache keyed on that
-    function weakly: the entry keeps its own key alive. It then keeps this
-    small function, and not the transform (with the function it wraps, its
-    closure and its plans): those go when their last user does.
-    """
-    ref = weakref.ref(owner)
-
-    def traced(key: Any, *dynamic: Any) -> Any:
-        live = ref()
-        assert live is not None, "a checkpointed body outlived its transform"
-        return live._traced(key, *dynamic)
-
-    return traced
 
 
 class _Checkpointed(Transformed[_P, _R]):
@@ -48,7 +28,7 @@ class _Checkpointed(Transformed[_P, _R]):
         super().__init__(fun, **kw)
         self._jax_kwargs = jax_kwargs
         self._remat = jax.checkpoint(
-            _weak_body(self), static_argnums=(0,), **jax_kwargs
+            weak_method(self._traced), static_argnums=(0,), **jax_kwargs
         )
 
     def _cache_options(self) -> tuple[Any, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from typing import (
     TYPE_CHECKING,
@@ -32,7 +33,7 @@ from ._routes import Key
 from ._spec import Spec
 from ._splitter import Splitter
 
-__all__ = ["BoundTransform", "Transformed"]
+__all__ = ["BoundTransform", "Transformed", "weak_method"]
 
 #: What `Transformed._build` sets; reading one before it ran builds.
 _BUILT = frozenset(
@@ -45,6 +46,27 @@ _Q = ParamSpec("_Q")
 _R = TypeVar("_R")
 _R_co = TypeVar("_R_co", covariant=True)
 _S = TypeVar("_S")
+
+
+def weak_method(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A bound method of a transform that reaches its instance weakly.
+
+    For JAX transforms that keep, in a cache keyed on the function they are
+    given (weakly), a value holding that function (`jax.checkpoint` with
+    static arguments, `jax.pmap`): the entry keeps its own key alive, for
+    good. They then keep this small function, and not the transform (with
+    the function it wraps, its closure and its plans).
+    """
+    owner = weakref.ref(method.__self__)  # type: ignore[attr-defined]
+    func = method.__func__  # type: ignore[attr-defined]
+
+    def body(*args: Any) -> Any:
+        live = owner()
+        assert live is not None, "a traced body outlived its transform"
+        return func(live, *args)
+
+    body.__name__ = body.__qualname__ = func.__name__
+    return body
 
 
 class BoundTransform(Protocol[_Q, _R_co]):

@@ -18,7 +18,7 @@ from ._partition import combine
 from ._plan import Kind, Split
 from ._prefix import Entry, broadcast_call, broadcast_tree
 from ._routes import Key, key_split
-from ._transform import Transformed
+from ._transform import Transformed, weak_method
 
 __all__ = ["pmap", "vmap"]
 
@@ -288,7 +288,9 @@ class _PMapped(_AxisMapped[_P, _R]):
                 compiled = self._compiled.setdefault(
                     config,
                     jax.pmap(
-                        self._traced if self._out_axes is None else self._grouped,
+                        weak_method(
+                            self._traced if self._out_axes is None else self._grouped
+                        ),
                         static_broadcasted_argnums=0,
                         in_axes=(None, *axes),
                         donate_argnums=config[0],
