@@ -234,3 +234,17 @@ def test_a_dropped_closures_static_config_dies_when_jax_jits_would(
     expected = alive(lambda f: jax.jit(f, static_argnums=1), scale)
     assert expected == [True, False, False, False]  # the test can fail
     assert alive(_TRIALS[transform], -scale) == expected
+
+
+def test_a_dropped_jitted_function_goes_without_waiting_for_a_collection() -> None:
+    # As jax.jit's: its programs are freed when its last user goes, not at
+    # the next collection (in a loop of trials, they would pile up until
+    # then: memory the allocator keeps).
+    _one_trial(treespec.jit, _Sweep(99))  # the first trace's one-off caches
+    gc.collect()
+    gc.disable()
+    try:
+        _, state = _one_trial(treespec.jit, _Sweep(98))
+        assert state() is None
+    finally:
+        gc.enable()

@@ -46,6 +46,11 @@ class JitState:
         self.splitter = splitter
         self.lock = threading.RLock()
         self.compiled: dict[tuple[Any, ...], Callable[..., Any]] = {}
+        #: The compiled callable of each split, by its `SplitId` (kept here,
+        #: not on the split: plans and splits refer to each other, and are
+        #: only freed by a collection; the state is freed when its last
+        #: wrapper goes, and its programs with it).
+        self.callers: dict[int, Callable[..., Any]] = {}
         #: What each trace that completed saw of each leaf
         #: (`_retrace.describe_view`), the latest `MAX_TRACES_KEPT`: a
         #: retrace is explained against the nearest.

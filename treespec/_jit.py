@@ -20,9 +20,9 @@ from ._partition import combine
 from ._plan import CallView, Kind, Split
 from ._processes import ProcessCheck, check_enabled, log_prefix
 from ._retrace import Seen, describe_retrace, describe_view, nearest
-from ._routes import Key
+from ._routes import Key, key_split
 from ._stages import Lowered, StagedCall, staged_jit
-from ._transform import BoundTransform, Transformed
+from ._transform import BoundTransform, Transformed, weak_method
 
 __all__ = ["Jitted", "jit"]
 
@@ -178,6 +178,7 @@ class Jitted(Transformed[_P, _R]):
         state.attach(self)
         self._splitter = state.splitter
         self._state = state
+        self._callers = state.callers
 
     def _copied_from(self, other: Transformed[Any, Any]) -> None:
         self._state.attach(self)
@@ -197,6 +198,7 @@ class Jitted(Transformed[_P, _R]):
                     clear()
             state.splitter.clear()
             state.compiled.clear()
+            state.callers.clear()
             state.traces.clear()
             state.scalar_changes.clear()
             state.warned_scalars = False
@@ -204,8 +206,9 @@ class Jitted(Transformed[_P, _R]):
     def _caller(self, split: Split) -> Callable[..., Any]:
         state = self._state
         with state.lock:
-            if split.caller is not None:
-                return split.caller  # type: ignore[no-any-return]
+            known = state.callers.get(split.token)
+            if known is not None:
+                return known
             route = split.plan.route
             donate = route.donate_argnums(split)
             in_sh = route.in_shardings(split)
@@ -216,12 +219,17 @@ class Jitted(Transformed[_P, _R]):
                 if in_sh is not None:
                     kwargs["in_shardings"] = in_sh
                 # The state's body, not this wrapper's: the compiled function
-                # must not keep a wrapper (and so the function) alive.
+                # must not keep a wrapper (and so the function) alive; and it
+                # reaches the state weakly, so that the state (and with it
+                # every program) goes as soon as its last wrapper does.
                 compiled = jax.jit(
-                    state.traced, static_argnums=0, donate_argnums=donate, **kwargs
+                    weak_method(state.traced),
+                    static_argnums=0,
+                    donate_argnums=donate,
+                    **kwargs,
                 )
                 state.compiled[config] = compiled
-            split.caller = compiled
+            state.callers[split.token] = compiled
             return compiled
 
     def _traced(self, key: Key, *dynamic: Any) -> Any:
@@ -319,9 +327,11 @@ class Jitted(Transformed[_P, _R]):
                 dynamic = route.get_whole(call)
         else:
             key, dynamic = splitter.general.split(call, named)
-        split = key[0].split()  # inlined `key_split`: the key's `SplitId`
+        caller = self._callers.get(key[0])  # by the key's `SplitId`
+        if caller is None:
+            caller = self._caller(key_split(key))
         try:
-            out = (split.caller or self._caller(split))(key, *dynamic)
+            out = caller(key, *dynamic)
         except (TypeError, ValueError, RuntimeError):
             # JAX's refusal of a leaf (RuntimeError: a deleted buffer).
             error = splitter.diagnose(call, named)

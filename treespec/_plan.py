@@ -160,13 +160,12 @@ _numbers = itertools.count().__next__
 class Split:
     """One final assignment of kinds to the leaves of one tree structure.
 
-    A compile-cache key holds its `token` (a `SplitId`), never the split: the
-    split holds its compiled callable, which JAX's caches must not reach.
+    A compile-cache key holds its `token` (a `SplitId`), never the split:
+    JAX's caches keep keys, and a split leads to its function's plans.
     """
 
     __slots__ = (
         "__weakref__",
-        "caller",
         "donate",
         "dynamic_idx",
         "get_dynamic",
@@ -184,8 +183,6 @@ class Split:
         #: The key's stand-in for this split (see `SplitId`).
         self.token = SplitId(number)
         self.token.split = weakref.ref(self)
-        #: The compiled callable for this split, set by the transform that owns it.
-        self.caller: Any = None
         #: The static leaves of the last call and its interned key (set by the
         #: positional route, see `PositionalRoute._static_key`).
         self.last: tuple[tuple[Any, ...], Any] | None = None

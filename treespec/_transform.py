@@ -37,7 +37,7 @@ __all__ = ["BoundTransform", "Transformed", "weak_method"]
 
 #: What `Transformed._build` sets; reading one before it ran builds.
 _BUILT = frozenset(
-    {"__treespec_spec__", "_flags", "_float_args", "_splitter", "_state"}
+    {"__treespec_spec__", "_callers", "_flags", "_float_args", "_splitter", "_state"}
 )
 _BUILD_LOCK = threading.RLock()
 
