@@ -185,11 +185,53 @@ class Jitted(Transformed[_P, _R]):
 
     @property
     def trace_count(self) -> int:
-        """How often this function traced (shared by equal wrappers of it)."""
+        """How often this function traced (shared by equal wrappers of it).
+
+        A trace that raised (a `ValidationError`, an error in the function)
+        is not counted: only traces that completed, each a program JAX then
+        keeps for its key.
+        """
         return self._state.trace_count
 
     def clear_cache(self) -> None:
-        """Drop every plan, key and compiled executable of this function."""
+        """Drop this function's compiled programs, plans and keys.
+
+        Frees what treespec keeps for the function (its plans, keys and
+        interned keys, the retrace history) and empties its `jax.jit` caches,
+        so the next call traces and compiles again. It does not free what
+        JAX's own global caches keep, exactly as for `jax.jit`: the keys of
+        past calls, and so their static values (bounded caches, by value),
+        and traced programs JAX may still reuse. `jax.clear_caches()` empties
+        those, for every function.
+
+        A function that is dropped needs neither: when its last wrapper and
+        the function go, everything it compiled goes with them. A long sweep
+        that builds a step function per trial grows no more than with
+        `jax.jit` if each trial's step is dropped (or goes out of scope)
+        before the next; a function that lives on and is called with ever
+        new static values keeps one program per value, as `jax.jit` does:
+        call `clear_cache()` between phases, or mark such a leaf
+        `Dynamic[...]`. See [Performance](performance.md#a-long-life).
+
+        !!! example
+
+            ```python
+            import jax.numpy as jnp
+            import treespec
+            from treespec import Static
+
+            @treespec.jit
+            def f(x, n: Static[int]):
+                return x * n
+
+            for n in range(3):
+                f(jnp.ones(2), n)
+            assert f.trace_count == 3
+            f.clear_cache()
+            f(jnp.ones(2), 0)  # traced and compiled again
+            assert f.trace_count == 4
+            ```
+        """
         state = self._state
         with state.lock:
             for compiled in state.compiled.values():
