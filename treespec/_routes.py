@@ -19,9 +19,12 @@ Two routes cover every call:
   a call is of an immutable builtin type (`int`, `str`, ..., enum members),
   the key is interned (`StaticKey`, `MixedKey`) so that JAX hashes it by
   identity, and a plain dict of scalars registers a *probe* that
-  `Jitted.__call__` looks up without flattening. Past `MAX_STATIC_KEYS`
-  distinct interned keys, new keys are the plain (value-hashed) tuple: a
-  value seen before keeps its key, so nothing compiled is traced again.
+  `Jitted.__call__` looks up without flattening. A structure of static
+  leaves only with a frozen dataclass among them is keyed by value, as
+  `jax.jit` keys a static argument; with any other hashable object, by an
+  interned key (`_by_value`). Past `MAX_STATIC_KEYS` distinct interned keys,
+  new keys are the plain (value-hashed) tuple: a value seen before keeps its
+  key, so nothing compiled is traced again.
 - `CallRoute`: any other call (keywords, extra `*args`): `(args, kwargs)`
   flattened together.
 
@@ -113,22 +116,14 @@ def _immutable(value: Any) -> bool:
     return type(value) in PROBE_SCALARS or isinstance(value, enum.Enum)
 
 
-#: Whether a type's instances are frozen dataclasses (see `_by_value`).
-_frozen: dict[type, bool] = {}
-
-
 def _by_value(value: Any) -> bool:
     """A static leaf a key may hold by value (JAX then hashes it on each call):
     an immutable builtin, an enum member or a frozen dataclass, which cannot
     change in place. Any other hashable object is interned, its key compared
     by identity: a next call finds it by its value at that call, so an object
     changed in place gets a new key (JAX would find the old one, JAX #9024)."""
-    kind = type(value)
-    frozen = _frozen.get(kind)
-    if frozen is None:
-        params = getattr(kind, "__dataclass_params__", None)
-        frozen = _frozen[kind] = bool(getattr(params, "frozen", False))
-    return frozen or _immutable(value)
+    params = getattr(type(value), "__dataclass_params__", None)
+    return getattr(params, "frozen", False) is True or _immutable(value)
 
 
 def make_key(split: Split, static: Sequence[Any]) -> Key:

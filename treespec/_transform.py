@@ -49,13 +49,16 @@ _S = TypeVar("_S")
 
 
 def weak_method(method: Callable[..., Any]) -> Callable[..., Any]:
-    """A bound method of a transform that reaches its instance weakly.
+    """`method` (bound), reaching its instance through a weak reference: what
+    a treespec transform hands a JAX transform as the function to trace.
 
-    For JAX transforms that keep, in a cache keyed on the function they are
-    given (weakly), a value holding that function (`jax.checkpoint` with
-    static arguments, `jax.pmap`): the entry keeps its own key alive, for
-    good. They then keep this small function, and not the transform (with
-    the function it wraps, its closure and its plans).
+    Some JAX transforms keep, in a cache keyed weakly on the function they
+    are given, a value that holds that function (`jax.checkpoint` with
+    static arguments, `jax.pmap`): the entry keeps its own key alive. They
+    then keep this small function, not the instance (a transform with the
+    function it wraps and its closure, or `jit`'s state with its programs);
+    and for `jax.jit`, whose compiled function the instance holds, no cycle
+    delays freeing them to the next collection.
     """
     owner = weakref.ref(method.__self__)  # type: ignore[attr-defined]
     func = method.__func__  # type: ignore[attr-defined]
