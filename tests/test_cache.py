@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import weakref
 from typing import Any
@@ -168,3 +169,82 @@ def test_dict_options_in_another_key_order_share_one_cache(
     assert treespec.jit(f, static_flags={"m": True, "k": True})(1, 2) == 3
     assert counter["n"] == 1
     assert treespec.jit(f, static_flags={"m": True, "k": True}).trace_count == 1
+
+
+@dataclasses.dataclass(frozen=True)
+class _Sweep:
+    """A static config of a sweep: equal values are equal keys."""
+
+    scale: int
+
+
+def _one_trial(make: Any, cfg: _Sweep) -> tuple[weakref.ref[Any], Any]:
+    """A step function built, called once and dropped, as a sweep does per trial
+    (in a frame of its own, see above); weak references to its config and to
+    what it compiled (the state of a treespec transform, else the function)."""
+    offset = jnp.full(3, float(cfg.scale))  # a closure, as a trial's step is
+
+    def step(x: jax.Array, cfg: Static[_Sweep]) -> jax.Array:
+        return jnp.sin(x) * cfg.scale + offset
+
+    jitted = make(step)
+    np.testing.assert_allclose(jitted(jnp.zeros((1, 3)), cfg), float(cfg.scale))
+    state = getattr(jitted, "_state", step)
+    return weakref.ref(cfg), weakref.ref(state)
+
+
+_TRIALS = {
+    "jit": treespec.jit,
+    "jit of grad": lambda f: treespec.jit(
+        treespec.grad(lambda x, cfg: jnp.sum(f(x, cfg)))
+    ),
+    "jit of vmap": lambda f: treespec.jit(treespec.vmap(f, in_axes=(0, None))),
+    "jit of checkpoint": lambda f: treespec.jit(treespec.checkpoint(f)),
+    "checkpoint": treespec.checkpoint,
+    "pmap": treespec.pmap,
+}
+
+
+@pytest.mark.parametrize("transform", list(_TRIALS))
+def test_a_dropped_jitted_function_releases_what_it_compiled(transform: str) -> None:
+    make = _TRIALS[transform]
+    refs = [_one_trial(make, _Sweep(100 + i)) for i in range(3)]
+    gc.collect()
+    assert [state() for _, state in refs] == [None] * 3
+    # Its static values go as jax.jit's do: JAX's own caches hold them (by
+    # value, bounded) until jax.clear_caches().
+    jax.clear_caches()
+    gc.collect()
+    assert [cfg() for cfg, _ in refs] == [None] * 3
+
+
+@pytest.mark.parametrize("transform", ["jit", "jit of grad"])
+def test_a_dropped_closures_static_config_dies_when_jax_jits_would(
+    transform: str,
+) -> None:
+    # A sweep builds a new step per trial, with configs equal to earlier ones:
+    # JAX's global caches keep the first of equal static values, no other.
+    def alive(make: Any, scale: int) -> list[bool]:
+        refs = [_one_trial(make, _Sweep(scale)) for _ in range(4)]
+        gc.collect()
+        return [cfg() is not None for cfg, _ in refs]
+
+    # Values no other test uses: JAX's caches are the process's.
+    scale = 1000 + len(transform)
+    expected = alive(lambda f: jax.jit(f, static_argnums=1), scale)
+    assert expected == [True, False, False, False]  # the test can fail
+    assert alive(_TRIALS[transform], -scale) == expected
+
+
+def test_a_dropped_jitted_function_goes_without_waiting_for_a_collection() -> None:
+    # As jax.jit's: its programs are freed when its last user goes, not at
+    # the next collection (in a loop of trials, they would pile up until
+    # then: memory the allocator keeps).
+    _one_trial(treespec.jit, _Sweep(99))  # the first trace's one-off caches
+    gc.collect()
+    gc.disable()
+    try:
+        _, state = _one_trial(treespec.jit, _Sweep(98))
+        assert state() is None
+    finally:
+        gc.enable()

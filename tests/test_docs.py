@@ -738,3 +738,44 @@ def test_the_built_performance_page_is_for_readers(site: Path) -> None:
     assert 'src="../images/scaling.png#only-light"' in html
     assert 'src="../images/scaling-dark.png#only-dark"' in html
     assert (site / "images" / "scaling-dark.png").exists()
+
+
+def _benchmark(name: str) -> Any:
+    """A script of benchmarks/, imported as a module."""
+    import importlib.util
+
+    where = str(ROOT / "benchmarks")
+    spec = importlib.util.spec_from_file_location(name[:-3], f"{where}/{name}")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, where)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(where)
+        del sys.modules[spec.name]
+    return module
+
+
+def test_the_report_runs_the_long_life_benchmark_and_holds_it_to_its_targets() -> None:
+    report = _benchmark("report.py")
+    long_life = _benchmark("long_life.py")
+    assert report.LONG_LIFE.script == "long_life.py"
+    assert (ROOT / "benchmarks" / report.LONG_LIFE.script).exists()
+
+    def run(growth: int, traces: int) -> dict[str, dict[str, Any]]:
+        base = {"growth": 4 << 20, "traces": 300, "functions": 0, "configs": 7}
+        ours = {**base, "growth": growth, "traces": traces}
+        return {"jax.jit": base, "equinox.filter_jit": base, "treespec.jit": ours}
+
+    closures, churn = run(6 << 20, 300), run(4 << 20, 1200)
+    tables = long_life.render("machine: here", closures, churn, 500, 300, 250)
+    rows = report._targets(tables).splitlines()
+    for row in (
+        "dropped closures: memory treespec.jit / jax.jit | ≤ 1.25 | 1.50 | **missed",
+        "dropped closures: traces treespec.jit / jax.jit | = 1.0 | 1.00 | met",
+        "static churn: memory treespec.jit / jax.jit | ≤ 1.25 | 1.00 | met",
+        "static churn: traces treespec.jit / jax.jit | = 1.0 | 4.00 | **missed",
+    ):
+        assert any(line.startswith(f"| {row}") for line in rows), row

@@ -839,3 +839,55 @@ def test_a_donated_buffer_passed_again_is_named_by_its_key_path() -> None:
     buf.delete()
     with pytest.raises(ValidationError, match=r"state\['buf'\].*deleted"):
         mixed({"buf": buf, "k": 2})
+
+
+def test_a_retrace_is_explained_against_the_nearest_compiled_key(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    @partial(treespec.jit, explain_recompiles=True)
+    def f(x: jax.Array, n: Static[int]) -> jax.Array:
+        return x * n
+
+    with caplog.at_level(logging.WARNING, logger="treespec"):
+        f(jnp.ones(8), 2)
+        f(jnp.ones(16), 2)
+        f(jnp.ones(8), 3)  # float32[8] compiled already: only n is new
+    *_, record = caplog.records
+    assert "n: 2 (int) -> 3 (int)" in record.getMessage()
+    assert "float32[16]" not in record.getMessage()
+
+
+def test_a_trace_that_raised_is_neither_counted_nor_compared_with(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    @partial(treespec.jit, explain_recompiles=True)
+    def f(x: jax.Array, depth: Static[int]) -> jax.Array:
+        if depth == 3:
+            raise ValueError("depth 3 is not supported")
+        return x * depth
+
+    with caplog.at_level(logging.WARNING, logger="treespec"):
+        f(jnp.ones(1), 2)
+        with pytest.raises(ValueError, match="depth 3"):
+            f(jnp.ones(1), 3)
+        assert f.trace_count == 1
+        f(jnp.ones(1), 4)
+    assert f.trace_count == 2
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("depth: 2 (int) -> 4 (int)" in m for m in messages)
+    assert not any("-> 3 (int)" in m or "3 (int) ->" in m for m in messages)
+
+
+def test_a_retrace_with_no_new_value_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    @partial(treespec.jit, explain_recompiles=True)
+    def f(x: jax.Array, n: Static[int]) -> jax.Array:
+        return x * n
+
+    with caplog.at_level(logging.WARNING, logger="treespec"):
+        f(jnp.ones(1), 2)
+        jax.clear_caches()  # JAX forgets the program; treespec's key is the same
+        f(jnp.ones(1), 2)
+    assert f.trace_count == 2
+    (record,) = caplog.records
+    assert "no leaf changed" in record.getMessage()
+    assert "jax.clear_caches()" in record.getMessage()

@@ -869,3 +869,52 @@ def test_a_static_object_changed_in_place_is_never_answered_by_identity() -> Non
     np.testing.assert_allclose(f(jnp.ones(1), m, 1), 2.0)
     m.k = 5  # the same object, another value: the key must see it
     np.testing.assert_allclose(f(jnp.ones(1), m, 1), 5.0)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        list(range(8)),
+        [(i, -i) for i in range(8)],
+        [{"k": i, "s": "a"} for i in range(8)],
+    ],
+    ids=["int", "tuple", "dict of scalars"],
+)
+def test_past_the_static_key_bound_nothing_compiled_is_traced_again(
+    values: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from treespec import _routes
+
+    monkeypatch.setattr(_routes, "MAX_STATIC_KEYS", 5)
+    f = treespec.jit(lambda x, s: x, static_flags=[False, True])
+    g = treespec.jit(lambda s: s, static_flags=[True])  # every leaf static
+    with caplog.at_level(logging.INFO, logger="treespec"):
+        for _ in range(3):  # 8 distinct values cycled 3 times
+            for value in values:
+                np.testing.assert_allclose(f(jnp.ones(1), value), 1.0)
+                assert g(value) == value
+    assert (f.trace_count, g.trace_count) == (8, 8)
+    crossed = [r for r in caplog.records if "TREESPEC_MAX_STATIC_KEYS" in r.message]
+    assert len(crossed) == 2 and all(r.name == "treespec" for r in crossed)
+    assert "5 distinct static keys" in crossed[0].getMessage()
+    assert len(f._splitter.positional._interned) <= 5
+
+
+def test_the_static_key_bound_is_read_from_the_environment() -> None:
+    import os
+    import subprocess
+    import sys
+
+    def bound(value: str) -> subprocess.CompletedProcess[str]:
+        code = "from treespec import _routes; print(_routes.MAX_STATIC_KEYS)"
+        env = {**os.environ, "TREESPEC_MAX_STATIC_KEYS": value}
+        return subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True
+        )
+
+    assert bound("250").stdout.strip() == "250"
+    refused = bound("many")
+    assert refused.returncode != 0
+    assert "TREESPEC_MAX_STATIC_KEYS='many'" in refused.stderr

@@ -8,8 +8,12 @@ wrapper of the same function with the same options finds the same `JitState`
 The registry holds functions weakly: no function is kept alive only because it
 was once jitted. A state never refers to the function or to a wrapper
 strongly (the traced body reaches the function through a live wrapper, see
-`JitState.wrapper`), so when the last wrapper and the function go, the state
-goes with them.
+`JitState.wrapper`), and nothing JAX keeps refers to the state: JAX's global
+caches hold the compile-cache keys of the calls (as they hold `jax.jit`'s
+static arguments, until `jax.clear_caches()`), and a key holds its split's
+number, its static values and their types only (`_routes.py`). So when the
+last wrapper and the function go, the state goes with them, and with it
+every program it compiled.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 __all__ = [
+    "MAX_TRACES_KEPT",
     "JitState",
     "freeze",
     "owner_of",
@@ -30,6 +35,9 @@ __all__ = [
 #: rare; past this the oldest is dropped, as a bounded cache would).
 MAX_VARIANTS = 64
 
+#: Traces whose leaves a state keeps to explain the next retrace against.
+MAX_TRACES_KEPT = 256
+
 
 class JitState:
     """What every `Jitted` wrapper of one function with one set of options shares."""
@@ -38,8 +46,16 @@ class JitState:
         self.splitter = splitter
         self.lock = threading.RLock()
         self.compiled: dict[tuple[Any, ...], Callable[..., Any]] = {}
-        #: What the last trace saw of each leaf (`_retrace.describe_view`).
-        self.last_trace: dict[str, Any] | None = None
+        #: The compiled callable of each split, by its `SplitId` (kept here,
+        #: not on the split: plans and splits refer to each other, and are
+        #: only freed by a collection; the state is freed when its last
+        #: wrapper goes, and its programs with it).
+        self.callers: dict[int, Callable[..., Any]] = {}
+        #: What each trace that completed saw of each leaf
+        #: (`_retrace.describe_view`), the latest `MAX_TRACES_KEPT`: a
+        #: retrace is explained against the nearest.
+        self.traces: list[dict[str, Any]] = []
+        #: Traces that completed (a trace that raised is not counted).
         self.trace_count = 0
         #: Retraces each unmarked Python scalar caused, by leaf path; whether
         #: the warning about them came (once per function).

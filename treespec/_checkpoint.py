@@ -10,7 +10,7 @@ from typing_extensions import ParamSpec
 
 from ._api import caller_namespace
 from ._outputs import join_output
-from ._transform import Transformed
+from ._transform import Transformed, weak_method
 
 __all__ = ["checkpoint", "eval_shape"]
 
@@ -27,7 +27,9 @@ class _Checkpointed(Transformed[_P, _R]):
     ) -> None:
         super().__init__(fun, **kw)
         self._jax_kwargs = jax_kwargs
-        self._remat = jax.checkpoint(self._traced, static_argnums=(0,), **jax_kwargs)
+        self._remat = jax.checkpoint(
+            weak_method(self._traced), static_argnums=(0,), **jax_kwargs
+        )
 
     def _cache_options(self) -> tuple[Any, ...]:
         return (*super()._cache_options(), self._jax_kwargs)

@@ -12,17 +12,17 @@ import jax
 from typing_extensions import ParamSpec
 
 from ._api import caller_namespace
-from ._cache import JitState, freeze, shared_state
+from ._cache import MAX_TRACES_KEPT, JitState, freeze, shared_state
 from ._errors import SpecError, location
 from ._layout import is_sharding
 from ._outputs import WithStatic
 from ._partition import combine
 from ._plan import CallView, Kind, Split
 from ._processes import ProcessCheck, check_enabled, log_prefix
-from ._retrace import Seen, describe_retrace, describe_view
-from ._routes import Key
+from ._retrace import Seen, describe_retrace, describe_view, nearest
+from ._routes import Key, key_split
 from ._stages import Lowered, StagedCall, staged_jit
-from ._transform import BoundTransform, Transformed
+from ._transform import BoundTransform, Transformed, weak_method
 
 __all__ = ["Jitted", "jit"]
 
@@ -178,17 +178,60 @@ class Jitted(Transformed[_P, _R]):
         state.attach(self)
         self._splitter = state.splitter
         self._state = state
+        self._callers = state.callers
 
     def _copied_from(self, other: Transformed[Any, Any]) -> None:
         self._state.attach(self)
 
     @property
     def trace_count(self) -> int:
-        """How often this function traced (shared by equal wrappers of it)."""
+        """How often this function traced (shared by equal wrappers of it).
+
+        A trace that raised (a `ValidationError`, an error in the function)
+        is not counted: only traces that completed, each a program JAX then
+        keeps for its key.
+        """
         return self._state.trace_count
 
     def clear_cache(self) -> None:
-        """Drop every plan, key and compiled executable of this function."""
+        """Drop this function's compiled programs, plans and keys.
+
+        Frees what treespec keeps for the function (its plans, keys and
+        interned keys, the retrace history) and empties its `jax.jit` caches,
+        so the next call traces and compiles again. It does not free what
+        JAX's own global caches keep, exactly as for `jax.jit`: the keys of
+        past calls, and so their static values (bounded caches, by value),
+        and traced programs JAX may still reuse. `jax.clear_caches()` empties
+        those, for every function.
+
+        A function that is dropped needs neither: when its last wrapper and
+        the function go, everything it compiled goes with them. A long sweep
+        that builds a step function per trial grows no more than with
+        `jax.jit` if each trial's step is dropped (or goes out of scope)
+        before the next; a function that lives on and is called with ever
+        new static values keeps one program per value, as `jax.jit` does:
+        call `clear_cache()` between phases, or mark such a leaf
+        `Dynamic[...]`. See [Performance](performance.md#a-long-life).
+
+        !!! example
+
+            ```python
+            import jax.numpy as jnp
+            import treespec
+            from treespec import Static
+
+            @treespec.jit
+            def f(x, n: Static[int]):
+                return x * n
+
+            for n in range(3):
+                f(jnp.ones(2), n)
+            assert f.trace_count == 3
+            f.clear_cache()
+            f(jnp.ones(2), 0)  # traced and compiled again
+            assert f.trace_count == 4
+            ```
+        """
         state = self._state
         with state.lock:
             for compiled in state.compiled.values():
@@ -197,15 +240,17 @@ class Jitted(Transformed[_P, _R]):
                     clear()
             state.splitter.clear()
             state.compiled.clear()
-            state.last_trace = None
+            state.callers.clear()
+            state.traces.clear()
             state.scalar_changes.clear()
             state.warned_scalars = False
 
     def _caller(self, split: Split) -> Callable[..., Any]:
         state = self._state
         with state.lock:
-            if split.caller is not None:
-                return split.caller  # type: ignore[no-any-return]
+            known = state.callers.get(split.token)
+            if known is not None:
+                return known
             route = split.plan.route
             donate = route.donate_argnums(split)
             in_sh = route.in_shardings(split)
@@ -216,12 +261,17 @@ class Jitted(Transformed[_P, _R]):
                 if in_sh is not None:
                     kwargs["in_shardings"] = in_sh
                 # The state's body, not this wrapper's: the compiled function
-                # must not keep a wrapper (and so the function) alive.
+                # must not keep a wrapper (and so the function) alive; and it
+                # reaches the state weakly, so that the state (and with it
+                # every program) goes as soon as its last wrapper does.
                 compiled = jax.jit(
-                    state.traced, static_argnums=0, donate_argnums=donate, **kwargs
+                    weak_method(state.traced),
+                    static_argnums=0,
+                    donate_argnums=donate,
+                    **kwargs,
                 )
                 state.compiled[config] = compiled
-            split.caller = compiled
+            state.callers[split.token] = compiled
             return compiled
 
     def _traced(self, key: Key, *dynamic: Any) -> Any:
@@ -230,11 +280,17 @@ class Jitted(Transformed[_P, _R]):
             self._processes.check(view)
         # Validated first: a call that fails validation is no retrace.
         checked = self._splitter.validate_view(view)
+        now = describe_view(view)
+        out = self._body(key, dynamic, checked)
+        # Only a trace that completed counts, and is what later retraces
+        # are explained against.
         state = self._state
         with state.lock:
             state.trace_count += 1
-            now = describe_view(view)
-            before, state.last_trace = state.last_trace, now
+            before = nearest(state.traces, now)
+            state.traces.append(now)
+            if len(state.traces) > MAX_TRACES_KEPT:
+                del state.traces[0]
             if before is not None:
                 if self._explain:
                     logger.warning(
@@ -245,7 +301,7 @@ class Jitted(Transformed[_P, _R]):
                         "; ".join(describe_retrace(before, now)),
                     )
                 self._watch_scalars(view, before, now)
-        return self._body(key, dynamic, checked)
+        return out
 
     def _watch_scalars(
         self, view: CallView, before: dict[str, Seen], now: dict[str, Seen]
@@ -313,9 +369,11 @@ class Jitted(Transformed[_P, _R]):
                 dynamic = route.get_whole(call)
         else:
             key, dynamic = splitter.general.split(call, named)
-        split = key[0]
+        caller = self._callers.get(key[0])  # by the key's `SplitId`
+        if caller is None:
+            caller = self._caller(key_split(key))
         try:
-            out = (split.caller or self._caller(split))(key, *dynamic)
+            out = caller(key, *dynamic)
         except (TypeError, ValueError, RuntimeError):
             # JAX's refusal of a leaf (RuntimeError: a deleted buffer).
             error = splitter.diagnose(call, named)

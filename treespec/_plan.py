@@ -9,8 +9,10 @@ once.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import operator
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,6 +30,7 @@ __all__ = [
     "LeafInfo",
     "Plan",
     "Split",
+    "SplitId",
     "ask_callable",
     "ask_probe",
     "getter",
@@ -136,14 +139,33 @@ def getter(indices: Sequence[int]) -> Callable[[Sequence[Any]], Sequence[Any]]:
     return operator.itemgetter(*indices)
 
 
+class SplitId(int):
+    """What a compile-cache key holds of its `Split` (see `_routes.py`): the
+    split's number within its function, and a weak reference to it.
+
+    To JAX it is an `int`, hashed and compared by value in C: the key of a
+    function made afresh (a sweep's step, a notebook cell run again) equals
+    the key of the function it replaces, as `jax.jit`'s static arguments do,
+    so JAX's global caches keep one of equal keys. It refers to nothing that
+    leads back to the function or to what it compiled.
+    """
+
+    split: weakref.ref[Split]
+
+
+#: Numbers for the splits of functions that give no counter of their own.
+_numbers = itertools.count().__next__
+
+
 class Split:
     """One final assignment of kinds to the leaves of one tree structure.
 
-    Identity-hashed: `jit` uses it inside the compile-cache key.
+    A compile-cache key holds its `token` (a `SplitId`), never the split:
+    JAX's caches keep keys, and a split leads to its function's plans.
     """
 
     __slots__ = (
-        "caller",
+        "__weakref__",
         "donate",
         "dynamic_idx",
         "get_dynamic",
@@ -152,13 +174,15 @@ class Split:
         "last",
         "plan",
         "static_idx",
+        "token",
     )
 
-    def __init__(self, plan: Plan, kinds: tuple[Kind, ...]) -> None:
+    def __init__(self, plan: Plan, kinds: tuple[Kind, ...], number: int) -> None:
         self.plan = plan
         self.kinds = kinds
-        #: The compiled callable for this split, set by the transform that owns it.
-        self.caller: Any = None
+        #: The key's stand-in for this split (see `SplitId`).
+        self.token = SplitId(number)
+        self.token.split = weakref.ref(self)
         #: The static leaves of the last call and its interned key (set by the
         #: positional route, see `PositionalRoute._static_key`).
         self.last: tuple[tuple[Any, ...], Any] | None = None
@@ -189,9 +213,16 @@ class Plan:
     """The resolution of every leaf of one tree structure."""
 
     def __init__(
-        self, treedef: Any, infos: tuple[LeafInfo, ...], held: tuple[Held, ...] = ()
+        self,
+        treedef: Any,
+        infos: tuple[LeafInfo, ...],
+        held: tuple[Held, ...] = (),
+        numbers: Callable[[], int] | None = None,
     ) -> None:
         self.treedef = treedef
+        #: Gives each new split its number: one counter per function, so no
+        #: two splits of one function share a number (see `SplitId`).
+        self._numbers = numbers or _numbers
         self.infos = infos
         #: The fields its classes keep in the structure (see `Held`).
         self.held = held
@@ -217,7 +248,7 @@ class Plan:
         self.fixed: Split | None = None
         if not self.probe_idx:
             kinds = tuple(info.kind for info in infos if info.kind is not None)
-            self.fixed = Split(self, kinds)
+            self.fixed = Split(self, kinds, self._numbers())
 
     def split(self, leaves: Sequence[Any]) -> Split:
         """The `Split` for these leaves (the probes' answers pick it)."""
@@ -245,7 +276,9 @@ class Plan:
                 kinds = list(info.kind for info in self.infos)
                 for i, b in zip(self.probe_idx, bits):
                     kinds[i] = Kind.STATIC if b else self.infos[i].traced_kind
-                found = Split(self, tuple(k for k in kinds if k is not None))
+                found = Split(
+                    self, tuple(k for k in kinds if k is not None), self._numbers()
+                )
                 self._splits[bits] = found
         return found
 

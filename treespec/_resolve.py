@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from jax.tree_util import DictKey, GetAttrKey, SequenceKey, keystr
@@ -464,13 +464,15 @@ def build_plan(
     check: bool = True,
     skip: frozenset[int] = frozenset(),
     float_args: frozenset[int] = frozenset(),
+    numbers: Callable[[], int] | None = None,
 ) -> tuple[Plan, list[Issue]]:
     """Resolve every leaf of `(args, kwargs)`, in `jax.tree_util` flatten order.
 
     Positional arguments whose index is in `skip` are left out (the caller hands
     them to JAX whole). In the positional parameters whose index is in
     `float_args` (what `grad` differentiates), "infer" traces unannotated
-    Python floats too.
+    Python floats too. `numbers` numbers the plan's splits (one counter per
+    function, see `_plan.SplitId`).
     """
     check_default(default)
     if signature is not None:
@@ -495,4 +497,4 @@ def build_plan(
             f"{', '.join(w.uncovered)} in the call of {spec.name}. {uncovered_fix()}"
         )
     # The structure's issues only: `_validate.plan_issues` adds the others.
-    return Plan(treedef, tuple(w.infos), tuple(w.held)), w.issues
+    return Plan(treedef, tuple(w.infos), tuple(w.held), numbers), w.issues

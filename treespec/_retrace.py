@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 
 import jax
 from jax.tree_util import keystr
@@ -11,7 +12,7 @@ from jax.tree_util import keystr
 from ._diagnose import aval
 from ._plan import CallView, Kind
 
-__all__ = ["Seen", "describe_retrace", "describe_view"]
+__all__ = ["Seen", "describe_retrace", "describe_view", "nearest"]
 
 _TOKEN = re.compile(r"\[[^\]]*\]|\.\w+|^[^\[.]+")
 
@@ -51,9 +52,33 @@ def describe_retrace(old: dict[str, Seen], new: dict[str, Seen]) -> list[str]:
         else:
             changes.append(f"{path}: sharding {before.sharding} -> {now.sharding}")
     return changes or [
-        "no leaf changed that a trace can see (a new jax.jit cache entry was "
-        "needed: the device placement of an argument, or a JAX setting)"
+        "no leaf changed that a trace can see: not a new value, but JAX needed "
+        "a new cache entry (the device placement of an argument, a JAX "
+        "setting, or JAX's caches emptied by jax.clear_caches())"
     ]
+
+
+def _differing(old: dict[str, Seen], new: dict[str, Seen]) -> int:
+    """How many leaves differ between two traces (one only in either counts)."""
+    return len(old.keys() ^ new.keys()) + sum(
+        1 for path, seen in new.items() if path in old and old[path] != seen
+    )
+
+
+def nearest(
+    traces: Sequence[dict[str, Seen]], new: dict[str, Seen]
+) -> dict[str, Seen] | None:
+    """The trace closest to `new` (fewest differing leaves; the latest of
+    equally close ones), or `None` when there is none."""
+    best: dict[str, Seen] | None = None
+    fewest = -1
+    for old in reversed(traces):
+        n = _differing(old, new)
+        if best is None or n < fewest:
+            best, fewest = old, n
+            if n == 0:
+                break  # the same leaves: JAX's own reason to trace again
+    return best
 
 
 def describe_view(view: CallView) -> dict[str, Seen]:

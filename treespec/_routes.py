@@ -15,14 +15,25 @@ Two routes cover every call:
 - `PositionalRoute`: exactly the positional parameters, no keywords. Arguments
   that are dynamic as a whole (`Dynamic[...]`/`Donate[...]` with no marker
   below, or a `False` flag) go to JAX unflattened; the others are flattened
-  together (one of them alone, when there is one). When every flattened leaf
-  of a structure is static, the key is interned (`StaticKey`) so that JAX
-  hashes it by identity, and a plain dict of scalars registers a *probe* that
-  `Jitted.__call__` looks up without flattening.
+  together (one of them alone, when there is one). When every static leaf of
+  a call is of an immutable builtin type (`int`, `str`, ..., enum members),
+  the key is interned (`StaticKey`, `MixedKey`) so that JAX hashes it by
+  identity, and a plain dict of scalars registers a *probe* that
+  `Jitted.__call__` looks up without flattening. A structure of static
+  leaves only with a frozen dataclass among them is keyed by value, as
+  `jax.jit` keys a static argument; with any other hashable object, by an
+  interned key (`_by_value`). Past `MAX_STATIC_KEYS` distinct interned keys,
+  new keys are the plain (value-hashed) tuple: a value seen before keeps its
+  key, so nothing compiled is traced again.
 - `CallRoute`: any other call (keywords, extra `*args`): `(args, kwargs)`
   flattened together.
 
 No code outside this module asks which route a key belongs to.
+
+A key holds its split's `SplitId` (an `int` to JAX), its static leaves and
+their types, and nothing else: JAX's global caches keep keys (as they keep
+`jax.jit`'s static arguments), and from a key nothing leads back to the
+function or to what it compiled.
 """
 
 from __future__ import annotations
@@ -30,7 +41,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import inspect
+import itertools
+import logging
 import operator
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -62,15 +76,38 @@ __all__ = [
 # The registry's own method: one Python frame less than `tree_flatten` per call.
 _flatten = jax.tree_util.default_registry.flatten
 
-#: The static part of one call: `(split, *static_leaves, *their_types)`. JAX
-#: hashes it as the static argument of the compiled call, so `1`, `1.0` and
-#: `True` (equal, same hash) still make three keys.
+logger = logging.getLogger("treespec")
+
+#: The static part of one call: `(split.token, *static_leaves, *their_types)`.
+#: JAX hashes it as the static argument of the compiled call, so `1`, `1.0`
+#: and `True` (equal, same hash) still make three keys.
 Key = tuple[Any, ...]
 
-#: Distinct interned keys (and probes) a route keeps before starting over (like
-#: JAX's own bounded cache: only a function called with thousands of static
-#: configurations, each compiled, ever reaches it).
-MAX_STATIC_KEYS = 4096
+#: Lowers `MAX_STATIC_KEYS` (read once, at import).
+MAX_STATIC_KEYS_ENV = "TREESPEC_MAX_STATIC_KEYS"
+DEFAULT_MAX_STATIC_KEYS = 4096
+
+
+def _max_static_keys() -> int:
+    text = os.environ.get(MAX_STATIC_KEYS_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_STATIC_KEYS
+    try:
+        return max(0, int(text))
+    except ValueError:
+        raise ValueError(
+            f"{MAX_STATIC_KEYS_ENV}={text!r}: expected a whole number of static "
+            f"keys (the default is {DEFAULT_MAX_STATIC_KEYS})"
+        ) from None
+
+
+#: Distinct interned keys a route keeps (and probes it registers before it
+#: starts its probes over). Past it, a new key is the plain tuple, hashed by
+#: value on each call as `jax.jit` hashes its static arguments: slower per
+#: call, never a new trace of a value compiled before. Only a function called
+#: with thousands of static configurations, each compiled, reaches it; it is
+#: logged once per function on logger `treespec`.
+MAX_STATIC_KEYS = _max_static_keys()
 
 
 def _immutable(value: Any) -> bool:
@@ -79,20 +116,40 @@ def _immutable(value: Any) -> bool:
     return type(value) in PROBE_SCALARS or isinstance(value, enum.Enum)
 
 
+def _by_value(value: Any) -> bool:
+    """A static leaf a key may hold by value (JAX then hashes it on each call):
+    an immutable builtin, an enum member or a frozen dataclass, which cannot
+    change in place. Any other hashable object is interned, its key compared
+    by identity: a next call finds it by its value at that call, so an object
+    changed in place gets a new key (JAX would find the old one, JAX #9024)."""
+    params = getattr(type(value), "__dataclass_params__", None)
+    return getattr(params, "frozen", False) is True or _immutable(value)
+
+
 def make_key(split: Split, static: Sequence[Any]) -> Key:
-    """The key of a call: the split, its static leaves, and their types."""
-    return (split, *static, *map(type, static))
+    """The key of a call: the split's token, its static leaves, and their types."""
+    return (split.token, *static, *map(type, static))
 
 
 def key_split(key: Key) -> Split:
-    """The `Split` a key was made for (its route is `split.plan.route`)."""
-    return key[0]  # type: ignore[no-any-return]
+    """The `Split` a key was made for (its route is `split.plan.route`).
+
+    The key refers to it weakly: a split lives as long as its function's
+    plans (until `clear_cache`), and whatever uses a key later keeps its
+    split (`_stages.StagedCall`).
+    """
+    split: Split | None = key[0].split()
+    if split is None:
+        raise RuntimeError(
+            "treespec: a call's key outlived its split (the function's cache was "
+            "cleared during the call); call it again"
+        )
+    return split
 
 
 def key_static(key: Key) -> tuple[Any, ...]:
     """The static leaves of a key, in the split's order."""
-    split: Split = key[0]
-    return key[1 : 1 + len(split.static_idx)]
+    return key[1 : 1 + (len(key) - 1) // 2]
 
 
 def same_call(a: Key, b: Key) -> bool:
@@ -120,6 +177,11 @@ class RouteContext:
     in_shardings: Any
     #: Positional parameters whose unannotated floats are traced (`grad`).
     float_args: frozenset[int] = frozenset()
+    #: Numbers the splits of this function's routes (see `_plan.SplitId`):
+    #: never the same number twice, across `clear_cache` too.
+    numbers: Callable[[], int] = dataclasses.field(
+        default_factory=lambda: itertools.count().__next__
+    )
 
 
 class Route:
@@ -207,6 +269,7 @@ class Route:
                 check=ctx.validate,
                 skip=skip,
                 float_args=ctx.float_args,
+                numbers=ctx.numbers,
             )
             if ctx.validate:  # when the call fails, every problem of it
                 issues = plan_issues(
@@ -283,6 +346,8 @@ class PositionalRoute(Route):
         #: failed probe on top of the flatten), or when nothing reads probes.
         self.probing = probing
         self._may_probe = probing
+        #: Whether reaching `MAX_STATIC_KEYS` was logged (once per function).
+        self._bound_logged = False
 
     def clear(self) -> None:
         with self._lock:
@@ -339,14 +404,30 @@ class PositionalRoute(Route):
         split.last = (tuple(static), key)
         return key
 
-    def _add_key(self, full: Key, kind: type[StaticKey]) -> StaticKey:
-        """Intern `full` (starting over past `MAX_STATIC_KEYS`: probes too,
-        since they answer with interned keys)."""
+    def _add_key(self, full: Key, kind: type[StaticKey]) -> Key:
+        """Intern `full`; past `MAX_STATIC_KEYS`, `full` itself.
+
+        The interned keys are never forgotten while the function lives: a
+        key JAX holds compiled must stay the key of its content (a new
+        identity would be a new static argument to JAX, so a new trace). A
+        new content past the bound gets the plain tuple, which JAX hashes by
+        value: one key per content all the same.
+        """
         with self._lock:
-            if len(self._interned) >= MAX_STATIC_KEYS:
-                self.probes.clear()
-                self._interned.clear()
-            return self._interned.setdefault(full, kind(full))
+            if len(self._interned) < MAX_STATIC_KEYS:
+                return self._interned.setdefault(full, kind(full))
+            if not self._bound_logged:
+                self._bound_logged = True
+                logger.info(
+                    "treespec: %s reached %d distinct static keys "
+                    "(TREESPEC_MAX_STATIC_KEYS): newer ones are hashed by value on "
+                    "each call, as jax.jit hashes its static arguments; nothing "
+                    "compiled is traced again. Each distinct key is a program JAX "
+                    "keeps: mark a leaf that takes ever new values Dynamic[...].",
+                    self.ctx.spec.name,
+                    MAX_STATIC_KEYS,
+                )
+            return self._interned.get(full, full)
 
     def _remember_leaf(self, leaf_type: type, key: Key) -> None:
         """One flattened argument that is a single traced leaf: its key is
@@ -369,14 +450,22 @@ class PositionalRoute(Route):
         probing off for this function.
         """
         full = make_key(split, leaves)
+        if not all(map(_immutable, leaves)):
+            if type(mixed) is dict:
+                self.probing = False
+            if all(map(_by_value, leaves)):
+                # Hashed by value, as jax.jit hashes a static argument: equal
+                # configs of functions made afresh are then one entry in
+                # JAX's global caches, which keep the first of them.
+                return full
         try:
-            key = self._interned.get(full)
+            key = self._interned.get(full) or self._add_key(full, StaticKey)
         except TypeError:
             # An unhashable static leaf: JAX refuses the key and `diagnose`
             # then names the leaf.
             return full
-        if key is None:
-            key = self._add_key(full, StaticKey)
+        if type(key) is not StaticKey:
+            return key  # past the bound: no probe answers with it
         if type(mixed) is dict and self.probing:
             values = mixed.values()
             if all(type(k) is str for k in mixed) and all(map(_immutable, values)):

@@ -15,7 +15,7 @@ from ._errors import SpecError
 from ._outputs import join_output
 from ._plan import Kind
 from ._prefix import broadcast_call
-from ._routes import Key
+from ._routes import Key, key_split
 from ._transform import Counted
 
 __all__ = ["shard_map"]
@@ -67,7 +67,7 @@ class _ShardMapped(Counted[_P, _R]):
         )
 
     def _specs(self, key: Key, args: Any, kwargs: Any) -> tuple[Any, ...]:
-        split = key[0]
+        split = key_split(key)
         entries = broadcast_call(
             self._in_specs, self.spec, args, kwargs, _is_spec_entry, "in_specs"
         )

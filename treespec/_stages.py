@@ -60,7 +60,8 @@ class StagedCall:
         self.key: Key
         self.key, dynamic = splitter.general.split(*self.bound)
         self.dynamic = tuple(dynamic)
-        split = key_split(self.key)
+        #: The key's split, kept: the key refers to it weakly.
+        self.split = split = key_split(self.key)
         leaves = split.merge(key_static(self.key), self.dynamic)
         halves = [
             None if kind is Kind.STATIC else leaf
@@ -132,7 +133,7 @@ def _wholly_static(
 def _donated(call: StagedCall) -> tuple[tuple[int, ...], tuple[str, ...]]:
     """The arguments a staged program donates: those whose traced leaves are
     all `Donate` (JAX donates whole arguments)."""
-    split = key_split(call.key)
+    split = call.split
     infos, kinds = split.plan.infos, split.kinds
     argnums: list[int] = []
     argnames: list[str] = []
@@ -164,7 +165,7 @@ def _donated(call: StagedCall) -> tuple[tuple[int, ...], tuple[str, ...]]:
 def _in_shardings(call: StagedCall) -> tuple[Any, ...] | None:
     """`in_shardings` of the staged program: the entries of the dynamic
     leaves, shaped like the positional arguments."""
-    split = key_split(call.key)
+    split = call.split
     entries = split.plan.route.in_shardings(split)
     if entries is None:
         return None
@@ -351,7 +352,7 @@ def _mismatches(compiled: StagedCall, call: StagedCall) -> list[Issue]:
             )
     if issues:
         return issues
-    old_split, new_split = key_split(compiled.key), key_split(call.key)
+    old_split, new_split = compiled.split, call.split
     old_leaves = old_split.merge(key_static(compiled.key), compiled.dynamic)
     new_leaves = new_split.merge(key_static(call.key), call.dynamic)
     pairs: Sequence[tuple[Any, ...]] = list(

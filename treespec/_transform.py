@@ -7,6 +7,7 @@ import inspect
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from typing import (
     TYPE_CHECKING,
@@ -37,13 +38,13 @@ from ._routes import Key
 from ._spec import Spec
 from ._splitter import Splitter
 
-__all__ = ["BoundTransform", "Counted", "Transformed"]
+__all__ = ["BoundTransform", "Counted", "Transformed", "weak_method"]
 
 logger = logging.getLogger("treespec")
 
 #: What `Transformed._build` sets; reading one before it ran builds.
 _BUILT = frozenset(
-    {"__treespec_spec__", "_flags", "_float_args", "_splitter", "_state"}
+    {"__treespec_spec__", "_callers", "_flags", "_float_args", "_splitter", "_state"}
 )
 _BUILD_LOCK = threading.RLock()
 
@@ -52,6 +53,30 @@ _Q = ParamSpec("_Q")
 _R = TypeVar("_R")
 _R_co = TypeVar("_R_co", covariant=True)
 _S = TypeVar("_S")
+
+
+def weak_method(method: Callable[..., Any]) -> Callable[..., Any]:
+    """`method` (bound), reaching its instance through a weak reference: what
+    a treespec transform hands a JAX transform as the function to trace.
+
+    Some JAX transforms keep, in a cache keyed weakly on the function they
+    are given, a value that holds that function (`jax.checkpoint` with
+    static arguments, `jax.pmap`): the entry keeps its own key alive. They
+    then keep this small function, not the instance (a transform with the
+    function it wraps and its closure, or `jit`'s state with its programs);
+    and for `jax.jit`, whose compiled function the instance holds, no cycle
+    delays freeing them to the next collection.
+    """
+    owner = weakref.ref(method.__self__)  # type: ignore[attr-defined]
+    func = method.__func__  # type: ignore[attr-defined]
+
+    def body(*args: Any) -> Any:
+        live = owner()
+        assert live is not None, "a traced body outlived its transform"
+        return func(live, *args)
+
+    body.__name__ = body.__qualname__ = func.__name__
+    return body
 
 
 class BoundTransform(Protocol[_Q, _R_co]):

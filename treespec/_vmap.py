@@ -17,8 +17,8 @@ from ._outputs import WithStatic, join_output
 from ._partition import combine
 from ._plan import Kind, Split
 from ._prefix import Entry, broadcast_call, broadcast_tree
-from ._routes import Key
-from ._transform import Counted, Transformed
+from ._routes import Key, key_split
+from ._transform import Counted, Transformed, weak_method
 
 __all__ = ["pmap", "vmap"]
 
@@ -194,7 +194,7 @@ class _VMapped(_AxisMapped[_P, _R]):
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         key, dynamic = self._splitter.split_call(args, kwargs)
-        axes = self._axes(key[0], dynamic, args, kwargs)
+        axes = self._axes(key_split(key), dynamic, args, kwargs)
         out_axes = self._out_axes
         if out_axes is None:
 
@@ -288,7 +288,9 @@ class _PMapped(_AxisMapped[_P, _R], Counted[_P, _R]):
                 compiled = self._compiled.setdefault(
                     config,
                     jax.pmap(
-                        self._traced if self._out_axes is None else self._grouped,
+                        weak_method(
+                            self._traced if self._out_axes is None else self._grouped
+                        ),
                         static_broadcasted_argnums=0,
                         in_axes=(None, *axes),
                         donate_argnums=config[0],
@@ -307,9 +309,10 @@ class _PMapped(_AxisMapped[_P, _R], Counted[_P, _R]):
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         key: Key
         key, dynamic = self._splitter.split_call(args, kwargs)
-        axes = self._axes(key[0], dynamic, args, kwargs)
+        split = key_split(key)
+        axes = self._axes(split, dynamic, args, kwargs)
         try:
-            out = self._compiled_for(key[0], axes)(key, *dynamic)
+            out = self._compiled_for(split, axes)(key, *dynamic)
         except (TypeError, ValueError):
             # `jax.pmap` hashes the key before anything traces: a leaf it
             # refuses (an array at a static leaf) is named, as under jit.

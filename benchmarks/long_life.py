@@ -1,0 +1,218 @@
+"""A long life: memory growth and traces of jax.jit, equinox.filter_jit and
+treespec.jit when functions and static values come and go.
+
+Run: python benchmarks/long_life.py [--quick]
+
+Two scenarios, each contender in a fresh process (so that one's freed memory
+is not another's), its resident memory read after `gc.collect()` (and glibc's
+`malloc_trim`) before and after the scenario:
+
+- dropped closures: 500 step functions, each a closure over an array of its
+  own (as a sweep's step per trial, or a notebook cell run again), jitted,
+  called once with a static config (a frozen dataclass, 7 distinct values)
+  and dropped. Also: how many of the functions and of the config objects are
+  still alive (JAX's own caches keep the first of equal static values).
+- static churn: 300 distinct `Static[int]` values cycled 4 times (1,200
+  calls) with treespec's static-key bound lowered to 250
+  (`TREESPEC_MAX_STATIC_KEYS`): past it, no value is traced twice.
+
+`--quick`: 100 closures; 60 values cycled 4 times past a bound of 50.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import dataclasses
+import gc
+import json
+import os
+import subprocess
+import sys
+import weakref
+from typing import Any
+
+# Read at import: the parent sets TREESPEC_MAX_STATIC_KEYS for the churn.
+from treespec import Static
+
+CONTENDERS = ("jax.jit", "equinox.filter_jit", "treespec.jit")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    scale: int
+
+
+def _rss() -> int:
+    """Resident memory of this process after a collection, in bytes (Linux).
+
+    The C allocator is asked to give back the memory it holds free first
+    (glibc's `malloc_trim`): what is measured is what is still in use, not
+    how the allocator's free lists happened to fragment.
+    """
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: as it is
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    with open("/proc/self/statm") as statm:
+        pages = int(statm.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def _jitter(name: str) -> Any:
+    """`make(fun, static_argnum)`: the contender's jit."""
+    import equinox as eqx
+    import jax
+
+    import treespec
+
+    if name == "jax.jit":
+        return lambda fun, n: jax.jit(fun, static_argnums=n)
+    if name == "equinox.filter_jit":
+        return lambda fun, n: eqx.filter_jit(fun)  # non-arrays are static
+    return lambda fun, n: treespec.jit(fun)  # the Static hints say it
+
+
+def _closures(name: str, count: int) -> dict[str, Any]:
+    import jax.numpy as jnp
+
+    make = _jitter(name)
+    traces = [0]
+    refs: list[tuple[weakref.ref[Any], weakref.ref[Any]]] = []
+
+    def trial(i: int) -> None:
+        table = jnp.full((256, 256), float(i))  # the trial's own data: 256 KB
+
+        def step(x: Any, cfg: Static[Config]) -> Any:
+            traces[0] += 1
+            return (x @ table) * cfg.scale
+
+        cfg = Config(i % 7)
+        make(step, 1)(jnp.ones((4, 256)), cfg).block_until_ready()
+        refs.append((weakref.ref(step), weakref.ref(cfg)))
+
+    trial(-1)  # the first compile's one-off costs, outside the measurement
+    refs.clear()
+    traces[0] = 0
+    gc.collect()
+    before = _rss()
+    for i in range(count):
+        trial(i)
+    gc.collect()
+    return {
+        "growth": _rss() - before,
+        "traces": traces[0],
+        "functions": sum(f() is not None for f, _ in refs),
+        "configs": sum(c() is not None for _, c in refs),
+    }
+
+
+def _churn(name: str, distinct: int, cycles: int) -> dict[str, Any]:
+    import jax.numpy as jnp
+
+    traces = [0]
+
+    def f(x: Any, s: Static[int]) -> Any:
+        traces[0] += 1
+        return x * s
+
+    jitted = _jitter(name)(f, 1)
+    x = jnp.ones(4)
+    jitted(x, -1).block_until_ready()
+    traces[0] = 0
+    gc.collect()
+    before = _rss()
+    for _ in range(cycles):
+        for s in range(distinct):
+            jitted(x, s).block_until_ready()
+    gc.collect()
+    return {"growth": _rss() - before, "traces": traces[0]}
+
+
+def _child(scenario: str, name: str, quick: bool) -> None:
+    if scenario == "closures":
+        result = _closures(name, 100 if quick else 500)
+    else:
+        result = _churn(name, 60 if quick else 300, 4)
+    print(json.dumps(result))
+
+
+def _run(scenario: str, name: str, quick: bool, bound: int) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--child", scenario, name]
+    if quick:
+        command.append("--quick")
+    env = {**os.environ, "TREESPEC_MAX_STATIC_KEYS": str(bound)}
+    if scenario == "closures":
+        env.pop("TREESPEC_MAX_STATIC_KEYS")
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:+.1f} MB"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="smaller scenarios")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    opts = parser.parse_args()
+    if opts.child:
+        _child(*opts.child, opts.quick)
+        return
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    from _timing import machine
+
+    count = 100 if opts.quick else 500
+    distinct, bound = (60, 50) if opts.quick else (300, 250)
+    closures = {name: _run("closures", name, opts.quick, bound) for name in CONTENDERS}
+    churn = {name: _run("churn", name, opts.quick, bound) for name in CONTENDERS}
+
+    print(render(machine(), closures, churn, count, distinct, bound))
+
+
+def render(
+    machine: str,
+    closures: dict[str, dict[str, Any]],
+    churn: dict[str, dict[str, Any]],
+    count: int,
+    distinct: int,
+    bound: int,
+) -> str:
+    """The tables of one run (`benchmarks/report.py` holds its ratios to
+    targets)."""
+    lines = ["# A long life", "", machine, ""]
+    lines += [
+        f"### {count} dropped closures, each called once",
+        "",
+        "| contender | traces | functions alive | configs alive | memory after gc |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, r in closures.items():
+        lines.append(
+            f"| {name} | {r['traces']} | {r['functions']} | {r['configs']} "
+            f"| {_mb(r['growth'])} |"
+        )
+    lines += [
+        "",
+        f"### static churn: {distinct} values cycled 4 times, "
+        f"TREESPEC_MAX_STATIC_KEYS={bound}",
+        "",
+        "| contender | traces | memory after gc |",
+        "| --- | --- | --- |",
+    ]
+    for name, r in churn.items():
+        lines.append(f"| {name} | {r['traces']} | {_mb(r['growth'])} |")
+    lines += ["", "### Ratios", "", "| ratio | value |", "| --- | --- |"]
+    for title, results in (("dropped closures", closures), ("static churn", churn)):
+        base, ours = results["jax.jit"], results["treespec.jit"]
+        memory = ours["growth"] / max(base["growth"], 1)
+        traces = ours["traces"] / max(base["traces"], 1)
+        lines.append(f"| {title}: memory treespec.jit / jax.jit | {memory:.2f} |")
+        lines.append(f"| {title}: traces treespec.jit / jax.jit | {traces:.2f} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
