@@ -232,7 +232,9 @@ def test_a_dropped_closures_static_config_dies_when_jax_jits_would(
     # Values no other test uses: JAX's caches are the process's.
     scale = 1000 + len(transform)
     expected = alive(lambda f: jax.jit(f, static_argnums=1), scale)
-    assert expected == [True, False, False, False]  # the test can fail
+    # The test can fail: JAX 0.9 and newer keep the first config (its global
+    # caches), JAX 0.8 keeps none; treespec must keep what jax.jit keeps.
+    assert expected in ([True, False, False, False], [False] * 4)
     assert alive(_TRIALS[transform], -scale) == expected
 
 

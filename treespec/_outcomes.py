@@ -28,7 +28,20 @@ _VALUE_ERRORS = tuple(
     )
     if hasattr(jax.errors, name)
 )
-_INCONCLUSIVE: Any = getattr(jax.errors, "InconclusiveDimensionOperation", ())
+
+
+def _inconclusive() -> Any:
+    """JAX's error for a relation of symbolic sizes it cannot decide: public
+    in `jax.errors` from JAX 0.9 on, only in `jax._src.core` before."""
+    found = getattr(jax.errors, "InconclusiveDimensionOperation", None)
+    if found is None:
+        from jax._src import core
+
+        found = getattr(core, "InconclusiveDimensionOperation", ())
+    return found
+
+
+_INCONCLUSIVE: Any = _inconclusive()
 
 
 def outcome(error: Exception) -> tuple[Literal["error", "note"], str]:
