@@ -228,28 +228,32 @@ def test_page_text_blocks_show_what_the_code_prints(
         assert _normalised(printed) == _normalised(shown)
 
 
-_MYPY = re.compile(r"^python -m mypy (\S+)\n$")
+#: A command the tests run as the page shows it: mypy, or the shape check.
+_COMMAND = re.compile(r"^python -m (mypy|treespec check) (\S+)\n$")
 
 
-def _mypy_outputs(page: Path) -> list[tuple[str, str]]:
-    """`(file, shown output)` for each `python -m mypy FILE` command of the
-    page that is followed by a `text` block and names a file the page saves."""
+def _command_outputs(page: Path) -> list[tuple[str, str, str]]:
+    """`(tool, file, shown output)` for each `python -m mypy FILE` or
+    `python -m treespec check FILE` command of the page that is followed by a
+    `text` block and names a file the page saves."""
     fenced = _fenced(page)
     found = []
     saved = _files(page)
     for (lang, body), (after, shown) in itertools.pairwise(fenced):
-        command = _MYPY.match(body)
-        if lang == "bash" and command and after == "text" and command.group(1) in saved:
-            found.append((command.group(1), shown))
+        command = _COMMAND.match(body)
+        if lang == "bash" and command and after == "text" and command.group(2) in saved:
+            found.append((command.group(1), command.group(2), shown))
     return found
 
 
 @pytest.mark.parametrize(
     "page",
-    [p for p in PAGES if _mypy_outputs(p)],
+    [p for p in PAGES if _command_outputs(p)],
     ids=lambda p: str(p.relative_to(ROOT)),
 )
-def test_mypy_output_blocks_are_what_mypy_prints(page: Path, tmp_path: Path) -> None:
+def test_command_output_blocks_are_what_the_command_prints(
+    page: Path, tmp_path: Path
+) -> None:
     pytest.importorskip("mypy", reason="the dev extra installs mypy")
     # The files and the mypy configuration (the page's `ini` block) as the
     # reader saves them, and the command as the page shows it.
@@ -258,9 +262,10 @@ def test_mypy_output_blocks_are_what_mypy_prints(page: Path, tmp_path: Path) -> 
     (config,) = [body for lang, body in _fenced(page) if lang == "ini"]
     (tmp_path / "mypy.ini").write_text(config)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for name, shown in _mypy_outputs(page):
+    for tool, name, shown in _command_outputs(page):
+        cache = ["--cache-dir", str(tmp_path / ".c")] if tool == "mypy" else []
         done = subprocess.run(
-            [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / ".c"), name],
+            [sys.executable, "-m", *tool.split(), *cache, name],
             cwd=tmp_path,
             env=env,
             capture_output=True,
@@ -269,9 +274,11 @@ def test_mypy_output_blocks_are_what_mypy_prints(page: Path, tmp_path: Path) -> 
         assert _normalised(done.stdout) == _normalised(shown), done.stderr
 
 
-def test_the_tutorials_mypy_step_is_checked() -> None:
-    assert [name for name, _ in _mypy_outputs(ROOT / "docs" / "tutorial.md")] == [
-        "bad_config.py"
+def test_the_tutorials_mypy_and_shape_steps_are_checked() -> None:
+    found = _command_outputs(ROOT / "docs" / "tutorial.md")
+    assert [(tool, name) for tool, name, _ in found] == [
+        ("mypy", "bad_config.py"),
+        ("treespec check", "model.py"),
     ]
 
 
