@@ -627,6 +627,30 @@ def test_pmap_counts_its_traces_and_explains_a_retrace(
     assert "cfg['depth']: 2 (int) -> 3 (int)" in message, message
 
 
+def test_pmap_explains_against_the_nearest_trace_that_completed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # As jit's: a trace that raised is neither counted nor compared with, and
+    # a retrace is explained against the compiled key nearest to it.
+    def body(x: jax.Array, cfg: dict[str, Static[int]]) -> jax.Array:
+        if cfg["depth"] == 3:
+            raise ValueError("depth 3 is not supported")
+        return jnp.sum(x) * cfg["depth"]
+
+    parallel = treespec.pmap(body, explain_recompiles=True)
+    with caplog.at_level("WARNING", logger="treespec"):
+        parallel(jnp.ones((1, 8)), {"depth": 2})
+        with pytest.raises(ValueError, match="depth 3"):
+            parallel(jnp.ones((1, 8)), {"depth": 3})
+        assert parallel.trace_count == 1
+        parallel(jnp.ones((1, 16)), {"depth": 2})
+        parallel(jnp.ones((1, 8)), {"depth": 4})  # float32[8] compiled already
+    assert parallel.trace_count == 3
+    *_, last = [r.getMessage() for r in caplog.records if r.name == "treespec"]
+    assert "cfg['depth']: 2 (int) -> 4 (int)" in last, last
+    assert "float32[16]" not in last and "3 (int)" not in last, last
+
+
 def test_shard_map_counts_its_traces_eager_and_under_jit(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
