@@ -23,8 +23,9 @@ import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from ._retrace import TraceHistory
+
 __all__ = [
-    "MAX_TRACES_KEPT",
     "JitState",
     "freeze",
     "owner_of",
@@ -34,9 +35,6 @@ __all__ = [
 #: Option sets kept per function (a function jitted with ever new options is
 #: rare; past this the oldest is dropped, as a bounded cache would).
 MAX_VARIANTS = 64
-
-#: Traces whose leaves a state keeps to explain the next retrace against.
-MAX_TRACES_KEPT = 256
 
 
 class JitState:
@@ -51,12 +49,9 @@ class JitState:
         #: only freed by a collection; the state is freed when its last
         #: wrapper goes, and its programs with it).
         self.callers: dict[int, Callable[..., Any]] = {}
-        #: What each trace that completed saw of each leaf
-        #: (`_retrace.describe_view`), the latest `MAX_TRACES_KEPT`: a
-        #: retrace is explained against the nearest.
-        self.traces: list[dict[str, Any]] = []
-        #: Traces that completed (a trace that raised is not counted).
-        self.trace_count = 0
+        #: The traces that completed: how many, and what the latest saw of
+        #: each leaf (a retrace is explained against the nearest).
+        self.traces = TraceHistory()
         #: Retraces each unmarked Python scalar caused, by leaf path; whether
         #: the warning about them came (once per function).
         self.scalar_changes: dict[str, int] = {}

@@ -12,14 +12,20 @@ import jax
 from typing_extensions import ParamSpec
 
 from ._api import caller_namespace
-from ._cache import MAX_TRACES_KEPT, JitState, freeze, shared_state
+from ._cache import JitState, freeze, shared_state
 from ._errors import SpecError, location
 from ._layout import is_sharding
 from ._outputs import WithStatic
 from ._partition import combine
 from ._plan import CallView, Kind, Split
 from ._processes import ProcessCheck, check_enabled, log_prefix
-from ._retrace import Seen, describe_retrace, describe_view, nearest
+from ._retrace import (
+    Seen,
+    describe_retrace,
+    describe_view,
+    explain_enabled,
+    log_retrace,
+)
 from ._routes import Key, key_split
 from ._stages import Lowered, StagedCall, staged_jit
 from ._transform import BoundTransform, Transformed, weak_method
@@ -134,8 +140,7 @@ class Jitted(Transformed[_P, _R]):
                 )
         kwargs = dict(jax_kwargs)
         in_shardings = kwargs.pop("in_shardings", None)
-        env = os.environ.get("TREESPEC_EXPLAIN_RECOMPILES", "0") not in ("", "0")
-        self._explain = explain_recompiles or env
+        self._explain = explain_enabled(explain_recompiles)
         # Multi-process jobs: compare each trace's key across processes.
         self._processes = ProcessCheck(fun) if check_enabled(check_processes) else None
         # A single sharding also covers the aux-only node of non-array outputs;
@@ -191,7 +196,7 @@ class Jitted(Transformed[_P, _R]):
         is not counted: only traces that completed, each a program JAX then
         keeps for its key.
         """
-        return self._state.trace_count
+        return self._state.traces.count
 
     def clear_cache(self) -> None:
         """Drop this function's compiled programs, plans and keys.
@@ -286,18 +291,14 @@ class Jitted(Transformed[_P, _R]):
         # are explained against.
         state = self._state
         with state.lock:
-            state.trace_count += 1
-            before = nearest(state.traces, now)
-            state.traces.append(now)
-            if len(state.traces) > MAX_TRACES_KEPT:
-                del state.traces[0]
+            before = state.traces.completed(now)
             if before is not None:
                 if self._explain:
-                    logger.warning(
-                        "%streespec.jit: retracing %s (trace #%d): %s",
+                    log_retrace(
                         log_prefix(),
+                        "jit",
                         self.__treespec_spec__.name,
-                        state.trace_count,
+                        state.traces.count,
                         "; ".join(describe_retrace(before, now)),
                     )
                 self._watch_scalars(view, before, now)
@@ -331,7 +332,7 @@ class Jitted(Transformed[_P, _R]):
                     "with TREESPEC_RETRACE_WARNING=0 or the 'treespec' logger.)",
                     log_prefix(),
                     self.__treespec_spec__.name,
-                    state.trace_count,
+                    state.traces.count,
                     type(leaf).__name__,
                     location(info.argument, info.path),
                     leaf,

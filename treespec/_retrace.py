@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 import re
 from collections.abc import Sequence
 
@@ -12,7 +14,21 @@ from jax.tree_util import keystr
 from ._diagnose import aval
 from ._plan import CallView, Kind
 
-__all__ = ["Seen", "describe_retrace", "describe_view", "nearest"]
+__all__ = [
+    "MAX_TRACES_KEPT",
+    "Seen",
+    "TraceHistory",
+    "describe_retrace",
+    "describe_view",
+    "explain_enabled",
+    "log_retrace",
+    "nearest",
+]
+
+logger = logging.getLogger("treespec")
+
+#: Traces whose leaves a function keeps to explain the next retrace against.
+MAX_TRACES_KEPT = 256
 
 _TOKEN = re.compile(r"\[[^\]]*\]|\.\w+|^[^\[.]+")
 
@@ -129,3 +145,50 @@ def _sharding(sharding: object) -> str:
     except TypeError:  # not a PartitionSpec
         shown = repr(spec)
     return f"{type(sharding).__name__}({shown}, mesh {where})"
+
+
+class TraceHistory:
+    """The traces of one function that completed: how many, and what the latest
+    `MAX_TRACES_KEPT` of them saw, to explain a retrace against the nearest.
+
+    Not locked: the owner holds its own lock around `completed` and `clear`.
+    """
+
+    def __init__(self) -> None:
+        #: Traces that completed (a trace that raised is never recorded).
+        self.count = 0
+        self._kept: list[dict[str, Seen]] = []
+
+    def completed(self, now: dict[str, Seen]) -> dict[str, Seen] | None:
+        """Record a trace that completed; return the kept trace nearest to it
+        (`None` for the first), which explains why it traced."""
+        self.count += 1
+        before = nearest(self._kept, now)
+        self._kept.append(now)
+        if len(self._kept) > MAX_TRACES_KEPT:
+            del self._kept[0]
+        return before
+
+    def clear(self) -> None:
+        """Forget what past traces saw (the count stays: it counts them all)."""
+        self._kept.clear()
+
+
+def explain_enabled(explain_recompiles: bool) -> bool:
+    """Whether a transform logs its retraces: asked for, or
+    `TREESPEC_EXPLAIN_RECOMPILES` set (to anything but `0` or empty)."""
+    env = os.environ.get("TREESPEC_EXPLAIN_RECOMPILES", "0") not in ("", "0")
+    return explain_recompiles or env
+
+
+def log_retrace(prefix: str, transform: str, name: str, count: int, why: str) -> None:
+    """The retrace line on logger `treespec`: which transform of which function
+    traced again, its trace number, and why."""
+    logger.warning(
+        "%streespec.%s: retracing %s (trace #%d): %s",
+        prefix,
+        transform,
+        name,
+        count,
+        why,
+    )

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import logging
-import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -33,14 +31,19 @@ from ._methods import method_get
 from ._outputs import WithStatic, split_output
 from ._processes import log_prefix
 from ._resolve import check_default
-from ._retrace import Seen, describe_retrace, describe_view
+from ._retrace import (
+    TraceHistory,
+    describe_retrace,
+    describe_view,
+    explain_enabled,
+    log_retrace,
+)
 from ._routes import Key
 from ._spec import Spec
 from ._splitter import Splitter
 
 __all__ = ["BoundTransform", "Counted", "Transformed", "weak_method"]
 
-logger = logging.getLogger("treespec")
 
 #: What `Transformed._build` sets; reading one before it ran builds.
 _BUILT = frozenset(
@@ -349,35 +352,35 @@ class Counted(Transformed[_P, _R]):
     def __init__(
         self, fun: Callable[_P, Any], *, explain_recompiles: bool, **kw: Any
     ) -> None:
-        env = os.environ.get("TREESPEC_EXPLAIN_RECOMPILES", "0") not in ("", "0")
-        self._explain = explain_recompiles or env
-        self._count = 0
-        self._last: dict[str, Seen] | None = None
-        self._count_lock = threading.Lock()
+        self._explain = explain_enabled(explain_recompiles)
+        self._traces = TraceHistory()
+        self._traces_lock = threading.Lock()
         super().__init__(fun, **kw)
 
     @property
     def trace_count(self) -> int:
-        """How often this function traced."""
-        return self._count
+        """How often this function traced (a trace that raised is not counted)."""
+        return self._traces.count
 
     def _traced(self, key: Key, *dynamic: Any) -> Any:
         view = self._splitter.view(key, dynamic)
         # Validated first: a call that fails validation is no retrace.
         checked = self._splitter.validate_view(view)
-        with self._count_lock:
-            self._count += 1
-            now = describe_view(view)
-            before, self._last = self._last, now
+        now = describe_view(view)
+        out = self._body(key, dynamic, checked)
+        # As jit's: only a trace that completed counts, and is what later
+        # retraces are explained against.
+        with self._traces_lock:
+            before = self._traces.completed(now)
+            count = self._traces.count
         if before is not None and self._explain:
-            logger.warning(
-                "%streespec.%s: retracing %s (trace #%d): %s",
+            log_retrace(
                 log_prefix(),
                 self._name,
                 self.spec.name,
-                self._count,
+                count,
                 self._unchanged
                 if before == now and self._unchanged
                 else "; ".join(describe_retrace(before, now)),
             )
-        return self._body(key, dynamic, checked)
+        return out
