@@ -890,7 +890,7 @@ def test_past_the_static_key_bound_nothing_compiled_is_traced_again(
     monkeypatch.setattr(_routes, "MAX_STATIC_KEYS", 5)
     f = treespec.jit(lambda x, s: x, static_flags=[False, True])
     g = treespec.jit(lambda s: s, static_flags=[True])  # every leaf static
-    with caplog.at_level(logging.INFO, logger="treespec"):
+    with caplog.at_level(logging.WARNING, logger="treespec"):
         for _ in range(3):  # 8 distinct values cycled 3 times
             for value in values:
                 np.testing.assert_allclose(f(jnp.ones(1), value), 1.0)
@@ -898,6 +898,7 @@ def test_past_the_static_key_bound_nothing_compiled_is_traced_again(
     assert (f.trace_count, g.trace_count) == (8, 8)
     crossed = [r for r in caplog.records if "TREESPEC_MAX_STATIC_KEYS" in r.message]
     assert len(crossed) == 2 and all(r.name == "treespec" for r in crossed)
+    assert all(r.levelno == logging.WARNING for r in crossed)  # seen by default
     assert "5 distinct static keys" in crossed[0].getMessage()
     assert len(f._splitter.positional._interned) <= 5
 

@@ -418,7 +418,7 @@ class PositionalRoute(Route):
                 return self._interned.setdefault(full, kind(full))
             if not self._bound_logged:
                 self._bound_logged = True
-                logger.info(
+                logger.warning(
                     "treespec: %s reached %d distinct static keys "
                     "(TREESPEC_MAX_STATIC_KEYS): newer ones are hashed by value on "
                     "each call, as jax.jit hashes its static arguments; nothing "
