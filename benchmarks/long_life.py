@@ -5,7 +5,11 @@ Run: python benchmarks/long_life.py [--quick]
 
 Two scenarios, each contender in a fresh process (so that one's freed memory
 is not another's), its resident memory read after `gc.collect()` (and glibc's
-`malloc_trim`) before and after the scenario:
+`malloc_trim`) before and after the scenario. Each contender runs each
+scenario 3 times, each time in a new process, and the table shows the median
+growth: a run's growth varies by about half a MB (how the allocator's arenas
+happen to fall), which is an eighth of the dropped closures' few MB. Counts
+(traces, what is alive) are the largest of the runs.
 
 - dropped closures: 500 step functions, each a closure over an array of its
   own (as a sweep's step per trial, or a notebook cell run again), jitted,
@@ -16,7 +20,8 @@ is not another's), its resident memory read after `gc.collect()` (and glibc's
   calls) with treespec's static-key bound lowered to 250
   (`TREESPEC_MAX_STATIC_KEYS`): past it, no value is traced twice.
 
-`--quick`: 100 closures; 60 values cycled 4 times past a bound of 50.
+`--quick`: 100 closures; 60 values cycled 4 times past a bound of 50; one run
+each.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import dataclasses
 import gc
 import json
 import os
+import statistics
 import subprocess
 import sys
 import weakref
@@ -137,15 +143,34 @@ def _child(scenario: str, name: str, quick: bool) -> None:
     print(json.dumps(result))
 
 
-def _run(scenario: str, name: str, quick: bool, bound: int) -> dict[str, Any]:
+#: Runs of each scenario per contender, each in a new process (one if --quick).
+RUNS = 3
+
+
+def _once(scenario: str, name: str, quick: bool, bound: int) -> dict[str, Any]:
     command = [sys.executable, __file__, "--child", scenario, name]
     if quick:
         command.append("--quick")
     env = {**os.environ, "TREESPEC_MAX_STATIC_KEYS": str(bound)}
     if scenario == "closures":
         env.pop("TREESPEC_MAX_STATIC_KEYS")
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        sys.exit(f"long_life.py: the {scenario} run of {name} failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row from several runs: the median growth, the largest counts (a
+    count that differs between runs shows its worst, never hides it)."""
+    row = {key: max(run[key] for run in runs) for key in runs[0]}
+    row["growth"] = int(statistics.median(run["growth"] for run in runs))
+    return row
+
+
+def _run(scenario: str, name: str, quick: bool, bound: int) -> dict[str, Any]:
+    runs = 1 if quick else RUNS
+    return combine([_once(scenario, name, quick, bound) for _ in range(runs)])
 
 
 def _mb(n: int) -> str:

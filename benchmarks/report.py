@@ -73,7 +73,10 @@ LONG_LIFE = Part(
     "long_life.py",
     "Over a long run",
     "Memory growth and traces over a long run, for functions made and dropped "
-    "(a sweep, a notebook) and for ever new static values past the key bound.",
+    "(a sweep, a notebook) and for ever new static values past the key bound. "
+    "Each contender runs each scenario 3 times, each time in a fresh process: "
+    "the memory shown is the median of the 3 (one run varies by about half a "
+    "MB), the counts the largest.",
 )
 
 
@@ -213,7 +216,13 @@ def _run(script: str, quick: bool) -> str:
     if script == "plot_scaling.py":
         # The plots are drawn from the record, below: none from the script.
         command.append("--no-plot")
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        # The script's own error, not report.py's traceback around it.
+        sys.exit(
+            f"report.py: {script} exited with status {done.returncode}; "
+            f"nothing was written. Its error output:\n{done.stderr}"
+        )
     return done.stdout
 
 
