@@ -204,6 +204,57 @@ def test_a_block_that_leans_on_another_fails_alone(block_server: Any) -> None:
     assert not block_server("six", "from helper import VALUE")["ok"]
 
 
+#: Run as `python -c`: the script argv[1] in an interpreter where `import
+#: <argv[2]>` fails as it does where that package is not installed.
+_WITHOUT = """
+import runpy, sys
+name = sys.argv[2]
+class NotInstalled:
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == name or fullname.startswith(name + "."):
+            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+sys.meta_path.insert(0, NotInstalled())
+runpy.run_path(sys.argv[1], run_name="__main__")
+"""
+
+
+def _run_without(
+    module: str, code: str, where: Path
+) -> subprocess.CompletedProcess[str]:
+    script = where / "block.py"
+    script.write_text(code)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("XLA_FLAGS", None)
+    command = [sys.executable, "-c", _WITHOUT, str(script), module]
+    return subprocess.run(
+        command, capture_output=True, text=True, cwd=where, env=env, timeout=300
+    )
+
+
+def test_nnx_blocks_run_without_equinox(tmp_path: Path) -> None:
+    # A Flax user need not install Equinox to follow the NNX examples: each
+    # NNX block runs alone in a fresh interpreter where Equinox is missing.
+    blocker = _run_without("equinox", "import equinox\n", tmp_path)
+    assert "No module named 'equinox'" in blocker.stderr  # the blocker bites
+    nnx_blocks = [
+        (page, index, block)
+        for page, index, block in _page_blocks()
+        if re.search(r"^from flax import nnx|^import flax\.nnx", block, re.M)
+    ]
+    assert len(nnx_blocks) >= 3  # Interop's NNX section
+    for page, index, block in nnx_blocks:
+        done = _run_without("equinox", block, tmp_path)
+        where = f"{page.relative_to(ROOT)} block {index}"
+        assert "equinox" not in done.stderr, f"{where} needs Equinox:\n{done.stderr}"
+        raises = _RAISES.match(block)
+        if raises is None:
+            assert done.returncode == 0, f"{where}:\n{done.stderr}"
+        else:  # the block's own error, as the page says
+            last = done.stderr.strip().splitlines()[-1]
+            kind = rf"^(?:[\w.]+\.)?{raises.group(1)}:"
+            assert re.match(kind, last), f"{where}:\n{done.stderr}"
+
+
 def _output_blocks(page: Path) -> int:
     """How many `text` blocks of the page come right after a Python block."""
     fenced = _fenced(page)
