@@ -13,9 +13,9 @@ from typing import Any
 import jax
 import pytest
 
-from treespec._api import spec_for
-from treespec._flags import normalize_flags
-from treespec._resolve import build_plan
+from treespec._runtime.api import spec_for
+from treespec._runtime.flags import normalize_flags
+from treespec._runtime.resolve import build_plan
 
 
 def resolve(

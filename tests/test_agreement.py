@@ -48,7 +48,7 @@ from flax.core import FrozenDict
 
 import treespec
 from treespec import Donate, Dynamic, Static
-from treespec._markers import Marker
+from treespec._model.markers import Marker
 
 SInt = Static[int]
 DArr = Dynamic[jax.Array]

@@ -1,4 +1,5 @@
-"""The bound call (`treespec._bind`): one key however the arguments are passed."""
+"""The bound call (`treespec._runtime.bind`): one key however the arguments
+are passed."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 import treespec
 from treespec import Dynamic, Static
-from treespec._bind import Binder
+from treespec._runtime.bind import Binder
 
 
 def test_defaults_and_keywords_make_one_trace(counter: dict[str, int]) -> None:

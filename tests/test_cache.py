@@ -1,4 +1,4 @@
-"""The cache belongs to the wrapped function (`treespec._cache`), as in JAX."""
+"""The cache belongs to the wrapped function (`treespec._runtime.cache`), as in JAX."""
 
 from __future__ import annotations
 

@@ -376,11 +376,11 @@ def test_public_functions_are_documented() -> None:
 
 
 def test_marker_docstring_examples_run() -> None:
-    source = (ROOT / "treespec" / "_markers.py").read_text()
+    source = (ROOT / "treespec" / "_model" / "markers.py").read_text()
     blocks = re.findall(r"```python\n(.*?)```", source, flags=re.S)
     assert len(blocks) == 3
     for block in blocks:
-        exec(compile(block, "treespec._markers", "exec", dont_inherit=True), {})
+        exec(compile(block, "treespec._model.markers", "exec", dont_inherit=True), {})
 
 
 #: A benchmark table row: | contender | median per call | / jax.jit |
@@ -617,10 +617,12 @@ def test_api_page_documents_every_public_name() -> None:
 
 def test_api_code_lines_fit_the_code_box() -> None:
     docstrings = _api_docstrings()
-    assert "treespec._errors.Issue.format" in docstrings
+    assert "treespec._model.errors.Issue.format" in docstrings
     # The markers' docstrings are in the source only (at runtime an alias has
     # Annotated's); their blocks are not indented there.
-    docstrings["treespec._markers"] = (ROOT / "treespec" / "_markers.py").read_text()
+    docstrings["treespec._model.markers"] = (
+        ROOT / "treespec" / "_model" / "markers.py"
+    ).read_text()
     for name, doc in docstrings.items():
         assert not _too_long(doc), f"{name}: {_too_long(doc)}"
 
@@ -635,8 +637,11 @@ def test_api_examples_run() -> None:
             with contextlib.redirect_stdout(io.StringIO()):
                 exec(code, {})
             ran.add(name)
-    not_exported = {"treespec._stages.Lowered", "treespec._stages.Compiled"}
-    assert not_exported | {"treespec._errors.Issue", "treespec.jit"} <= ran
+    not_exported = {
+        "treespec._transforms.stages.Lowered",
+        "treespec._transforms.stages.Compiled",
+    }
+    assert not_exported | {"treespec._model.errors.Issue", "treespec.jit"} <= ran
 
 
 @pytest.fixture(scope="module")

@@ -417,7 +417,7 @@ def test_spec_repr_shows_the_markers_inside_classes_bounded() -> None:
 
 
 def test_spec_derived_once_per_function(spy: Any) -> None:
-    import treespec._api as api
+    import treespec._runtime.api as api
 
     recorded = spy(api, "derive_spec")
 
@@ -540,9 +540,9 @@ class _Hashable:
 def test_the_shared_rules_read_callables_and_unhashables_off_runtime_specs() -> None:
     # No runtime check reads these facts (a Static value that cannot be hashed
     # is refused at the call, from the value): the shared verdicts of
-    # `treespec._rules`, which the mypy plugin asks of its own nodes, do.
-    from treespec._markers import Marker
-    from treespec._rules import type_problem
+    # `treespec._model.rules`, which the mypy plugin asks of its own nodes, do.
+    from treespec._model.markers import Marker
+    from treespec._model.rules import type_problem
 
     def f(
         fn: Callable[[int], int],

@@ -617,7 +617,7 @@ def test_keyword_and_positional_calls_agree() -> None:
 
 
 def test_resolution_runs_once_per_tree_structure(spy: Any) -> None:
-    import treespec._routes as routes
+    import treespec._runtime.routes as routes
 
     builds = spy(routes, "build_plan")
 

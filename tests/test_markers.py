@@ -2,7 +2,7 @@ from typing import Annotated, get_args, get_origin
 
 import treespec
 from treespec import Donate, Dynamic, Static
-from treespec._markers import Marker, marker_of
+from treespec._model.markers import Marker, marker_of
 
 
 def test_markers_are_annotated_aliases() -> None:

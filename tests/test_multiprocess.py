@@ -22,7 +22,8 @@ import pytest
 
 import treespec
 from tests.multiprocess import launch
-from treespec import Static, _processes
+from treespec import Static
+from treespec._runtime import processes as _processes
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "tests" / "multiprocess"
@@ -143,7 +144,7 @@ def test_static_values_of_other_types_with_one_repr_are_told_apart() -> None:
 
 _DIGEST = """
 import jax.numpy as jnp, treespec
-from treespec import _processes
+from treespec._runtime import processes as _processes
 from tests.test_multiprocess import _module_function, _Opaque
 f = treespec.jit(lambda x, s: x)
 key, dynamic = f._splitter.split_call(

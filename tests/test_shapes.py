@@ -1,6 +1,6 @@
-"""Shapes checked without data (`check_shapes`: `_abstract.py`, `_shapes.py`,
-`_outcomes.py`, `_user_code.py`, `_shape_report.py`) and its command (`python
--m treespec check`, `_command.py`)."""
+"""Shapes checked without data (`check_shapes`: `treespec/_shapes/`: `abstract.py`,
+`check.py`, `outcomes.py`, `user_code.py`, `report.py`) and its command (`python
+-m treespec check`, `command.py`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from jaxtyping import Array, Bool, Float, Int, PyTree, Shaped
 
 import treespec
 from treespec import Dynamic, Static
-from treespec._command import main
+from treespec._shapes.command import main
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "tests" / "shapes" / "model.py"
@@ -167,7 +167,7 @@ def test_past_the_cap_a_note_says_how_many_combinations_were_left_out() -> None:
         return x
 
     report = treespec.check_shapes(many)
-    assert report.ok and len(report.outputs) == treespec._shapes.MAX_COMBINATIONS
+    assert report.ok and len(report.outputs) == treespec._shapes.check.MAX_COMBINATIONS
     (note,) = report.notes
     assert "checked 16 of 32 combinations" in note.message
 

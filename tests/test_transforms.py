@@ -250,7 +250,7 @@ def test_wrt_callable_that_raises_or_returns_a_non_bool_is_a_spec_error() -> Non
 
 
 def test_grad_structure_work_runs_once_per_structure(spy: Any) -> None:
-    import treespec._grad as grad_module
+    import treespec._transforms.grad as grad_module
 
     walks = spy(grad_module, "broadcast_tree")
 

@@ -1,7 +1,7 @@
 """treespec: say in type hints which leaves of a pytree are static, and jit by it.
 
 The runtime is loaded on first use of a name, so that `treespec.mypy_plugin`
-(and `treespec._rules`) can be imported at type-checking time without JAX.
+(and `treespec._model.rules`) can be imported at type-checking time without JAX.
 """
 
 from __future__ import annotations
@@ -9,22 +9,22 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._markers import Donate, Dynamic, Static
+from ._model.markers import Donate, Dynamic, Static
 
 if TYPE_CHECKING:
-    from ._api import explain, flag_tree, spec_of
-    from ._checked import checked, validate
-    from ._checkpoint import checkpoint, eval_shape
-    from ._dataclass import dataclass
-    from ._errors import SpecError, ValidationError
-    from ._grad import grad, value_and_grad
-    from ._jit import Jitted, jit
-    from ._partition import combine, partition
-    from ._shape_report import ShapeIssue, ShapeReport
-    from ._shapes import check_shapes
-    from ._shard_map import shard_map
-    from ._spec import Spec
-    from ._vmap import pmap, vmap
+    from ._model.errors import SpecError, ValidationError
+    from ._model.spec import Spec
+    from ._runtime.api import explain, flag_tree, spec_of
+    from ._runtime.checked import checked, validate
+    from ._runtime.dataclass import dataclass
+    from ._runtime.partition import combine, partition
+    from ._shapes.check import check_shapes
+    from ._shapes.report import ShapeIssue, ShapeReport
+    from ._transforms.checkpoint import checkpoint, eval_shape
+    from ._transforms.grad import grad, value_and_grad
+    from ._transforms.jit import Jitted, jit
+    from ._transforms.shard_map import shard_map
+    from ._transforms.vmap import pmap, vmap
 
 __all__ = [
     "Donate",
@@ -61,29 +61,29 @@ __all__ = [
 __version__ = "0.1.0"
 
 _WHERE = {
-    "explain": "_api",
-    "flag_tree": "_api",
-    "spec_of": "_api",
-    "checked": "_checked",
-    "validate": "_checked",
-    "checkpoint": "_checkpoint",
-    "eval_shape": "_checkpoint",
-    "dataclass": "_dataclass",
-    "SpecError": "_errors",
-    "ValidationError": "_errors",
-    "grad": "_grad",
-    "value_and_grad": "_grad",
-    "Jitted": "_jit",
-    "jit": "_jit",
-    "combine": "_partition",
-    "partition": "_partition",
-    "shard_map": "_shard_map",
-    "ShapeIssue": "_shape_report",
-    "ShapeReport": "_shape_report",
-    "check_shapes": "_shapes",
-    "Spec": "_spec",
-    "pmap": "_vmap",
-    "vmap": "_vmap",
+    "explain": "_runtime.api",
+    "flag_tree": "_runtime.api",
+    "spec_of": "_runtime.api",
+    "checked": "_runtime.checked",
+    "validate": "_runtime.checked",
+    "checkpoint": "_transforms.checkpoint",
+    "eval_shape": "_transforms.checkpoint",
+    "dataclass": "_runtime.dataclass",
+    "SpecError": "_model.errors",
+    "ValidationError": "_model.errors",
+    "grad": "_transforms.grad",
+    "value_and_grad": "_transforms.grad",
+    "Jitted": "_transforms.jit",
+    "jit": "_transforms.jit",
+    "combine": "_runtime.partition",
+    "partition": "_runtime.partition",
+    "shard_map": "_transforms.shard_map",
+    "ShapeIssue": "_shapes.report",
+    "ShapeReport": "_shapes.report",
+    "check_shapes": "_shapes.check",
+    "Spec": "_model.spec",
+    "pmap": "_transforms.vmap",
+    "vmap": "_transforms.vmap",
 }
 
 

@@ -44,7 +44,7 @@ warm-cache run and ``dmypy`` see the same):
   written to ``info.metadata["treespec"]`` when mypy first analyses the class,
   so the cache carries it to modules checked later.
 - Verdicts are the runtime's: the plugin builds the spec nodes of
-  ``treespec._spec`` from mypy's types and asks ``treespec._rules``
+  ``treespec._model.spec`` from mypy's types and asks ``treespec._model.rules``
   (``covered``, ``type_problem``, ``union_conflict``, ``marked_union_conflict``).
 
 The plugin never raises: an internal failure becomes a note and mypy goes on.
@@ -87,8 +87,8 @@ from .spelling import ANNOTATED, MARKER_ALIASES, analysed_marker
 __all__ = ["plugin"]
 
 
-#: The runtime's JAX-free modules whose rules and messages the plugin reads.
-_RULES = ("_markers.py", "_spec.py", "_rules.py", "_held.py")
+#: The JAX-free spec model, whose nodes, rules and messages the plugin reads.
+_MODEL = "_model"
 
 
 def _digest() -> str:
@@ -98,9 +98,9 @@ def _digest() -> str:
     of its modules, or to a rule, must invalidate the cache too."""
     here = Path(__file__).parent
     digest = hashlib.sha256()
-    paths = [*sorted(here.glob("*.py")), *(here.parent / name for name in _RULES)]
+    paths = [*sorted(here.glob("*.py")), *sorted((here.parent / _MODEL).glob("*.py"))]
     for path in paths:
-        digest.update(path.name.encode())
+        digest.update(f"{path.parent.name}/{path.name}".encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 

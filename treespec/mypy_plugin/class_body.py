@@ -30,7 +30,7 @@ from .spelling import lookup
 
 _FROZEN_DECORATORS: Final = frozenset(
     {
-        "treespec._dataclass.dataclass",
+        "treespec._runtime.dataclass.dataclass",
         "treespec.dataclass",
         "flax.struct.dataclass",
     }

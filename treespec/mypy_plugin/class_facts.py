@@ -15,7 +15,7 @@ from mypy.nodes import AssignmentStmt, ClassDef, NameExpr, TypeInfo, Var
 from mypy.plugin import ClassDefContext
 from mypy.types import LiteralType
 
-from treespec._held import unfollowed_problem
+from treespec._model.held import unfollowed_problem
 
 from .class_body import field_facts, hash_verdict, read_decorator, registered_by_call
 from .codes import UNFOLLOWED_CLASS
@@ -32,7 +32,7 @@ _META: Final = "treespec"
 #: Decorators that register a dataclass as a pytree whose fields are children.
 DATACLASS_PYTREES: Final = frozenset(
     {
-        "treespec._dataclass.dataclass",
+        "treespec._runtime.dataclass.dataclass",
         "treespec.dataclass",
         "flax.struct.dataclass",
         "jax.tree_util.register_dataclass",
@@ -150,7 +150,8 @@ def told_data(info: TypeInfo) -> dict[str, str]:
 
 def _check_unfollowed(api: Any, defn: ClassDef) -> None:
     """Markers on the fields of a class that flattens itself: the runtime
-    cannot follow them (`_held.unfollowed_problem`), so they are reported."""
+    cannot follow them (`unfollowed_problem` of `_model/held.py`), so they are
+    reported."""
     marked = [
         stmt
         for stmt in defn.defs.body

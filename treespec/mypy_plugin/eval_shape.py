@@ -20,11 +20,11 @@ from mypy.types import (
     get_proper_type,
 )
 
-from treespec._rules import ARRAY_TYPES, MAPPING_TYPES, SEQUENCE_TYPES
+from treespec._model.rules import ARRAY_TYPES, MAPPING_TYPES, SEQUENCE_TYPES
 
 from .spelling import MAX_DEPTH
 
-EVAL_SHAPE: Final = "treespec._checkpoint.eval_shape"
+EVAL_SHAPE: Final = "treespec._transforms.checkpoint.eval_shape"
 _SHAPE_DTYPE_STRUCT: Final = ("jax.ShapeDtypeStruct", "jax._src.core.ShapeDtypeStruct")
 
 

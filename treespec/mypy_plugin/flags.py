@@ -18,8 +18,8 @@ from mypy.nodes import (
 )
 from mypy.plugin import FunctionContext
 
-from treespec._rules import ARRAY_TYPES
-from treespec._spec import ClassBacked, LeafNode, MappingNode, Node, SequenceNode
+from treespec._model.rules import ARRAY_TYPES
+from treespec._model.spec import ClassBacked, LeafNode, MappingNode, Node, SequenceNode
 
 from .codes import BAD_FLAGS
 

@@ -1,7 +1,7 @@
 """Markers on fields a class holds in its tree structure: the base-class and
 class-decorator hooks that report a `Dynamic`/`Donate` marker on a field the
 class holds static (or `Static` on one NNX is told is data), once the class
-body is analysed. The rules and messages are the runtime's (`treespec._held`).
+body is analysed. The rules and messages are the runtime's (`treespec._model.held`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from mypy.nodes import AssignmentStmt, NameExpr, TypeInfo
 from mypy.plugin import ClassDefContext
 from mypy.types import Instance, Type, get_proper_type
 
-from treespec._held import (
+from treespec._model.held import (
     EQX_MODULES,
     EQX_STATIC,
     FLAX_STATIC,
@@ -30,8 +30,8 @@ from treespec._held import (
     held_conflict,
     mutable_static_problem,
 )
-from treespec._markers import Marker
-from treespec._spec import Node
+from treespec._model.markers import Marker
+from treespec._model.spec import Node
 
 from .class_facts import DATACLASS_PYTREES, record_of, told_data
 from .codes import HELD_FIELD, MUTABLE_STATIC
@@ -50,7 +50,7 @@ def _family(info: TypeInfo) -> str:
         return "nnx"
     if names & FLAX_STRUCT_BASES or "flax.struct.dataclass" in decorators:
         return "flax"
-    if decorators & {"treespec._dataclass.dataclass", "treespec.dataclass"}:
+    if decorators & {"treespec._runtime.dataclass.dataclass", "treespec.dataclass"}:
         return "treespec"
     if decorators & DATACLASS_PYTREES:
         return "jax"
@@ -83,8 +83,8 @@ def _switch(family: str, kind: str, node: Node, t: Type, data: bool) -> Switch |
 
 
 def _mutable_container(t: Type) -> str | None:
-    """The name of the mutable container class `t` is (`_held.MUTABLE_CONTAINERS`
-    among its bases), if it is one."""
+    """The name of the mutable container class `t` is (`MUTABLE_CONTAINERS`
+    of `_model/held.py` among its bases), if it is one."""
     proper = get_proper_type(t)
     if not isinstance(proper, Instance):
         return None
@@ -94,7 +94,7 @@ def _mutable_container(t: Type) -> str | None:
 
 def check_fields(ctx: ClassDefContext) -> None:
     """Markers on the fields a pytree class holds in its tree structure (or
-    tells NNX are data) that the runtime refuses (`_held.py`), reported on the
+    tells NNX are data) that the runtime refuses (`_model/held.py`), reported on the
     field once the class body is analysed."""
     try:
         info = ctx.cls.info

@@ -15,15 +15,15 @@ from mypy.nodes import TypeAlias
 from mypy.plugin import AnalyzeTypeContext, Plugin
 from mypy.types import AnyType, Type, TypeAliasType, TypeOfAny, UnboundType
 
-from treespec._markers import Marker
-from treespec._rules import (
+from treespec._model.markers import Marker
+from treespec._model.rules import (
     covered_places,
     marked_union_conflict,
     type_problem,
     union_conflict,
     union_fix,
 )
-from treespec._spec import AnyNode, Node, NoneNode, UnionNode
+from treespec._model.spec import AnyNode, Node, NoneNode, UnionNode
 
 from .class_facts import EXPOSED
 from .codes import (
@@ -45,7 +45,7 @@ from .spelling import (
     union_members,
 )
 
-_MARKERS_MODULE: Final = "treespec._markers"
+_MARKERS_MODULE: Final = "treespec._model.markers"
 _CANONICAL: Final = {m: f"{_MARKERS_MODULE}.{m.title}" for m in Marker}
 
 

@@ -1,6 +1,6 @@
-"""Spec nodes from mypy's types: the shared nodes of `treespec._spec`, built
+"""Spec nodes from mypy's types: the shared nodes of `treespec._model.spec`, built
 from mypy's types (`Builder`), so that the runtime's rules
-(`treespec._rules`) give the verdicts. A class's fields, whether it is a
+(`treespec._model.rules`) give the verdicts. A class's fields, whether it is a
 pytree and of what kind, and whether its instances hash come from its record
 (`class_facts`) and mypy's own dataclass metadata.
 """
@@ -25,10 +25,15 @@ from mypy.types import (
     get_proper_type,
 )
 
-from treespec._held import EQX_MODULES, FLAX_STRUCT_BASES, NNX_PYTREES
-from treespec._markers import Marker
-from treespec._rules import ARRAY_TYPES, MAPPING_TYPES, SEQUENCE_TYPES, type_problem
-from treespec._spec import (
+from treespec._model.held import EQX_MODULES, FLAX_STRUCT_BASES, NNX_PYTREES
+from treespec._model.markers import Marker
+from treespec._model.rules import (
+    ARRAY_TYPES,
+    MAPPING_TYPES,
+    SEQUENCE_TYPES,
+    type_problem,
+)
+from treespec._model.spec import (
     AnyNode,
     ClassBacked,
     ClassNode,
@@ -203,7 +208,7 @@ def _hashes(node: Node, seen: set[int]) -> bool:
 
 
 class Builder:
-    """Builds the shared spec nodes (`treespec._spec`) from mypy's types.
+    """Builds the shared spec nodes (`treespec._model.spec`) from mypy's types.
 
     One per check: class nodes are cached by full name and type arguments
     (mypy makes new type objects on every expansion), so a recursive class is

@@ -20,9 +20,9 @@ from mypy.nodes import (
 from mypy.plugin import FunctionContext
 from mypy.types import CallableType, ProperType, Type, get_proper_type
 
-from treespec._markers import Marker
-from treespec._rules import DEFAULT_POLICIES, covered, type_problem
-from treespec._spec import AnyNode, LeafNode, Node
+from treespec._model.markers import Marker
+from treespec._model.rules import DEFAULT_POLICIES, covered, type_problem
+from treespec._model.spec import AnyNode, LeafNode, Node
 
 from .codes import BAD_DEFAULT, BAD_FLAGS
 from .flags import Entry, check_entry, read_entry, star_node
@@ -31,13 +31,13 @@ from .nodes import Builder
 #: The transforms that take `static_flags=` and `default=`.
 TRANSFORMS: Final = frozenset(
     {
-        "treespec._jit.jit",
-        "treespec._grad.grad",
-        "treespec._grad.value_and_grad",
-        "treespec._vmap.vmap",
-        "treespec._vmap.pmap",
-        "treespec._checkpoint.checkpoint",
-        "treespec._shard_map.shard_map",
+        "treespec._transforms.jit.jit",
+        "treespec._transforms.grad.grad",
+        "treespec._transforms.grad.value_and_grad",
+        "treespec._transforms.vmap.vmap",
+        "treespec._transforms.vmap.pmap",
+        "treespec._transforms.checkpoint.checkpoint",
+        "treespec._transforms.shard_map.shard_map",
     }
 )
 

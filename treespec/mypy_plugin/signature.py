@@ -18,11 +18,11 @@ from mypy.types import CallableType, FunctionLike
 #: full name mypy asks the hook with (the called object's class).
 CALLS: Final = frozenset(
     {
-        "treespec._jit.Jitted.__call__",
-        "treespec._jit.BoundJitted.__call__",
-        "treespec._transform.Transformed.__call__",
-        "treespec._transform.Counted.__call__",
-        "treespec._transform.BoundTransform.__call__",
+        "treespec._transforms.jit.Jitted.__call__",
+        "treespec._transforms.jit.BoundJitted.__call__",
+        "treespec._transforms.base.Transformed.__call__",
+        "treespec._transforms.base.Counted.__call__",
+        "treespec._transforms.base.BoundTransform.__call__",
     }
 )
 

@@ -22,15 +22,17 @@ from mypy.types import (
     UnionType,
 )
 
-from treespec._markers import Marker
+from treespec._model.markers import Marker
 
 #: The class of the marker objects (`Annotated` metadata), as mypy names it
 #: (an enum member's full name follows the name it was reached through).
-_MARKER_CLASSES: Final = frozenset({"treespec._markers.Marker", "treespec.Marker"})
+_MARKER_CLASSES: Final = frozenset(
+    {"treespec._model.markers.Marker", "treespec.Marker"}
+)
 #: The marker aliases, by the full name mypy resolves them to (an import under
 #: another name, `from treespec import Static as S`, resolves to the same).
 MARKER_ALIASES: Final = {
-    f"treespec{module}.{m.title}": m for m in Marker for module in ("", "._markers")
+    f"treespec{module}.{m.title}": m for m in Marker for module in ("", "._model.markers")
 }
 ANNOTATED: Final = frozenset({"typing.Annotated", "typing_extensions.Annotated"})
 _UNIONS: Final = frozenset(

@@ -16,6 +16,6 @@ class Model(eqx.Module):
 
 m = Model(jnp.ones(2))
 reveal_type(m.apply(jnp.ones(2), 2))  # N: Revealed type is "jax._src.basearray.Array"
-reveal_type(m.apply.lower(jnp.ones(2), 2))  # N: Revealed type is "treespec._stages.Lowered"
+reveal_type(m.apply.lower(jnp.ones(2), 2))  # N: Revealed type is "treespec._transforms.stages.Lowered"
 reveal_type(m.apply.trace_count)  # N: Revealed type is "int"
 m.apply.lower(jnp.ones(2), "2")  # E: arg-type

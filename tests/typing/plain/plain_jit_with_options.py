@@ -16,5 +16,5 @@ def h(x: jax.Array, k: Static[int]) -> str:
     return "ok"
 
 
-reveal_type(g)  # N: Revealed type is "treespec._jit.Jitted[[x: jax._src.basearray.Array, k: int], jax._src.basearray.Array]"
+reveal_type(g)  # N: Revealed type is "treespec._transforms.jit.Jitted[[x: jax._src.basearray.Array, k: int], jax._src.basearray.Array]"
 g(1, 2)  # E: arg-type

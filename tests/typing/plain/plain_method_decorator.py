@@ -17,4 +17,4 @@ class Scaler:
 s = Scaler(2)
 reveal_type(s.apply(jnp.ones(2), 3))  # N: Revealed type is "jax._src.basearray.Array"
 s.apply(jnp.ones(2), "3")  # E: arg-type
-reveal_type(Scaler.apply.spec)  # N: Revealed type is "treespec._spec.Spec"
+reveal_type(Scaler.apply.spec)  # N: Revealed type is "treespec._model.spec.Spec"

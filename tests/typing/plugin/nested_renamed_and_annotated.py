@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 import jax
 
 from treespec import Dynamic as D
-from treespec._markers import Marker
+from treespec._model.markers import Marker
 from treespec import Static as S
 
 

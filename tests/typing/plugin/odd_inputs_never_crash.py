@@ -12,7 +12,7 @@ import jax
 
 import treespec
 from treespec import Donate, Dynamic, Static
-from treespec._markers import Marker
+from treespec._model.markers import Marker
 
 T = TypeVar("T")
 P = ParamSpec("P")

@@ -1,0 +1,500 @@
+"""Walking a value through its annotations: one `LeafInfo` per leaf, in order.
+
+The walk follows the value's own pytree structure (so leaf order is JAX's
+flatten order) and, alongside, the annotation nodes and any flag tree; it picks
+the nearest marker for each leaf, and (when asked) notes where the value's
+structure disagrees with its annotation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from jax.tree_util import DictKey, GetAttrKey, SequenceKey, keystr
+
+from .._model.errors import Issue, SpecError, a_type, describe_value, location, plural
+from .._model.held import held_conflict
+from .._model.markers import Marker
+from .._model.rules import DEFAULT_POLICIES, is_array_annotation, uncovered_fix
+from .._model.spec import (
+    KEYWORD_KINDS,
+    AnyNode,
+    ClassNode,
+    LeafNode,
+    MappingNode,
+    Node,
+    NoneNode,
+    Param,
+    PyTreeNode,
+    SequenceNode,
+    Spec,
+    UnionNode,
+)
+from .bind import check_fits
+from .classes import held_in, is_class_backed, is_nnx
+from .flags import FlagEntry, Flags, flag_child, flag_kind
+from .hints import Context, check_unfollowed, parse_annotation
+from .plan import Held, Kind, LeafInfo, Plan, not_array, static_in_grad
+from .tree import child_items, key_name
+
+__all__ = [
+    "DEFAULTS",
+    "build_plan",
+    "check_default",
+    "held_fields",
+    "walk_value",
+]
+
+#: The default policies (one table, read by the mypy plugin too).
+DEFAULTS: tuple[str, ...] = DEFAULT_POLICIES
+
+
+@dataclasses.dataclass
+class _Walk:
+    default: str
+    check: bool
+    #: Unannotated Python floats are traced (`grad` differentiates them).
+    trace_floats: bool = False
+    infos: list[LeafInfo] = dataclasses.field(default_factory=list)
+    issues: list[Issue] = dataclasses.field(default_factory=list)
+    uncovered: list[str] = dataclasses.field(default_factory=list)
+    held: list[Held] = dataclasses.field(default_factory=list)
+
+
+_class_nodes: dict[type, Node] = {}
+_class_lock = threading.Lock()
+
+
+def _node_for_class(cls: type) -> Node:
+    """The node of an unannotated value whose class carries annotations (`self`)."""
+    node = _class_nodes.get(cls)
+    if node is None:
+        with _class_lock:
+            node = _class_nodes.get(cls)
+            if node is None:
+                import sys
+
+                module = sys.modules.get(cls.__module__)
+                ctx = Context(dict(vars(module)) if module else {}, {})
+                node = parse_annotation(cls, ctx, cls.__qualname__)
+                _class_nodes[cls] = node
+    return node
+
+
+def _pick(node: UnionNode, value: Any) -> Node:
+    """The union member that fits the value best (markers agree anyway)."""
+    fallback: Node | None = None
+    for member in node.members:
+        if isinstance(member, NoneNode):
+            if value is None:
+                return member
+            continue
+        if not _structure_issue(member, value):
+            return member
+        fallback = fallback or member
+    return fallback or AnyNode()
+
+
+def _structure_issue(node: Node, value: Any) -> str | None:
+    """What is wrong with the value's container type for this node, if anything."""
+    if isinstance(node, (AnyNode, PyTreeNode)):
+        return None
+    if isinstance(node, NoneNode):
+        return None if value is None else "None"
+    if isinstance(node, UnionNode):
+        if any(_structure_issue(m, value) is None for m in node.members):
+            return None
+        return node.text
+    if isinstance(node, MappingNode):
+        kind = dict if node.is_typeddict else node.cls
+        return None if isinstance(value, kind) else node.text or "dict"
+    if isinstance(node, SequenceNode):
+        ok = isinstance(value, node.container) and not (
+            node.container is tuple and hasattr(value, "_fields")
+        )
+        return None if ok else node.text or node.container.__name__
+    if isinstance(node, ClassNode):
+        return None if isinstance(value, node.cls) else node.text
+    if isinstance(node, LeafNode):
+        ann = node.annotation
+        container = value is None or isinstance(value, (dict, list, tuple))
+        if node.is_array:
+            return node.text if container else None
+        if isinstance(ann, type) and container and not isinstance(value, ann):
+            return node.text
+    return None
+
+
+def _union_marker(node: UnionNode) -> tuple[Marker, str] | None:
+    """The marker the members of a union share (they agree: checked at derivation)."""
+    for member in node.members:
+        if member.marker is not None:
+            return member.marker, f"{member.marker.title} on {member.origin}"
+    return None
+
+
+def _walk(
+    w: _Walk,
+    value: Any,
+    node: Node,
+    path: str,
+    argument: str,
+    marker: tuple[Marker, str] | None,
+    flag: FlagEntry,
+    flag_src: str,
+) -> None:
+    children = child_items(value)
+    if isinstance(node, UnionNode):
+        # A marker around the union covers every member (a member marked
+        # otherwise is refused when the spec is derived); unmarked members
+        # share their markers (also checked then).
+        if node.marker is not None:
+            marker = (node.marker, f"{node.marker.title} on {node.origin}")
+        elif children is None:
+            marker = _union_marker(node) or marker
+        if children is not None:
+            node = _pick(node, value)  # a container: follow the member it fits
+        # A leaf keeps the whole union: validation tries every member.
+    if (
+        isinstance(node, AnyNode)
+        and flag_kind(flag) != "bool"  # a bool flag decides: class markers can't
+        and not isinstance(value, dict)
+    ):
+        if is_class_backed(type(value)):
+            node = _node_for_class(type(value))
+        elif children is not None:
+            check_unfollowed(type(value))
+    if node.marker is not None:
+        marker = (node.marker, f"{node.marker.title} on {node.origin}")
+
+    if w.check:
+        wrong = _structure_issue(node, value)
+        if wrong is not None:
+            w.issues.append(
+                Issue(location(argument, path), wrong, describe_value(value))
+            )
+            node = AnyNode()
+
+    if children is None:
+        _leaf(w, value, node, path, argument, marker, flag, flag_src)
+        return
+
+    names = [key_name(k) for k, _ in children]
+    if w.check:
+        w.issues.extend(_children_issues(node, value, names, path, argument))
+    if isinstance(node, ClassNode):
+        _held_fields(w, value, node, children, path, argument)
+    for index, (key, child) in enumerate(children):
+        sub_flag = flag_child(flag, index, names, flag_src)
+        sub_src = flag_src
+        if flag_kind(flag) not in ("none", "bool", "callable"):
+            sub_src = flag_src + keystr((key,))
+        _walk(
+            w,
+            child,
+            _child_node(node, key, index),
+            path + keystr((key,)),
+            argument,
+            marker,
+            sub_flag,
+            sub_src,
+        )
+
+
+def _held_fields(
+    w: _Walk,
+    value: Any,
+    node: ClassNode,
+    children: list[tuple[Any, Any]],
+    path: str,
+    argument: str,
+) -> None:
+    """The fields the value's class keeps in its tree structure: a marker there
+    that cannot be honoured is a `SpecError` (the class could not tell before
+    this call: `meta_fields`, an NNX attribute that is not data); the others
+    are recorded, for `explain` and retrace descriptions."""
+    cls = type(value)
+    if not (dataclasses.is_dataclass(cls) or is_nnx(cls)) or not all(
+        isinstance(k, GetAttrKey) for k, _ in children
+    ):
+        return  # no names to tell the fields that are children
+    names = [k.name for k, _ in children]
+    for name, (switch, annotated) in held_in(value, names).items():
+        field = node.fields.get(name)
+        if field is not None:
+            problem = held_conflict(cls.__qualname__, name, field, switch)
+            if problem is not None:
+                raise SpecError(problem)
+        w.held.append(
+            Held(
+                f"{path}.{name}", argument, getattr(value, name), switch.text, annotated
+            )
+        )
+
+
+def _children_issues(
+    node: Node, value: Any, names: list[Any], path: str, argument: str
+) -> list[Issue]:
+    """What is wrong with a container's children: a `TypedDict`'s missing and
+    unexpected keys, a fixed-length tuple's length."""
+    issues = []
+    if isinstance(node, MappingNode) and node.is_typeddict:
+        name = node.cls.__qualname__
+        for missing in sorted(node.body.required - set(names)):
+            issues.append(
+                Issue(
+                    location(argument, f"{path}[{missing!r}]"),
+                    f"required key {missing!r} of {name}",
+                    "nothing (the key is missing)",
+                )
+            )
+        for extra in names:
+            if extra not in node.fields:
+                issues.append(
+                    Issue(
+                        location(argument, f"{path}[{extra!r}]"),
+                        f"one of the keys of {name} "
+                        f"({', '.join(map(repr, node.fields))})",
+                        f"an unexpected key {extra!r}",
+                    )
+                )
+    if (
+        isinstance(node, SequenceNode)
+        and node.items is not None
+        and len(names) != len(node.items)
+    ):
+        issues.append(
+            Issue(
+                location(argument, path),
+                f"{node.text} (length {len(node.items)})",
+                f"{type(value).__name__} of length {len(names)}",
+            )
+        )
+    return issues
+
+
+def _child_node(node: Node, key: Any, index: int) -> Node:
+    if isinstance(node, PyTreeNode):
+        return node
+    if isinstance(node, MappingNode) and isinstance(key, DictKey):
+        found = node.fields.get(key.key)
+        if found is not None:
+            return found
+        return node.values if node.values is not None else AnyNode()
+    if isinstance(node, SequenceNode) and isinstance(key, SequenceKey):
+        return node.child_at(key.idx) or AnyNode()
+    if isinstance(node, ClassNode):
+        if isinstance(key, GetAttrKey):
+            return node.fields.get(key.name) or AnyNode()
+        if isinstance(key, SequenceKey):
+            fields = list(node.fields.values())
+            return fields[key.idx] if key.idx < len(fields) else AnyNode()
+    return AnyNode()
+
+
+def _leaf(
+    w: _Walk,
+    value: Any,
+    node: Node,
+    path: str,
+    argument: str,
+    marker: tuple[Marker, str] | None,
+    flag: FlagEntry,
+    flag_src: str,
+) -> None:
+    if isinstance(node, PyTreeNode):
+        node = node.leaf
+        if node.marker is not None:
+            marker = (node.marker, f"{node.marker.title} on {node.origin}")
+        elif isinstance(node, UnionNode):
+            marker = _union_marker(node) or marker
+    kind = flag_kind(flag)
+    if kind in ("mapping", "sequence", "object"):
+        raise SpecError(
+            f"{flag_src} is {a_type(flag)} but the argument at {path} is a "
+            f"leaf ({describe_value(value)}); give True/False/None or a callable here."
+        )
+    traced = Kind.DONATE if marker and marker[0] is Marker.DONATE else Kind.DYNAMIC
+    if kind == "bool":
+        fixed = Kind.STATIC if flag else traced
+        w.infos.append(LeafInfo(path, argument, fixed, flag_src, node, traced))
+        return
+    if kind == "callable":
+        w.infos.append(
+            LeafInfo(path, argument, None, f"{flag_src} (callable)", node, traced, flag)
+        )
+        return
+    if marker is not None:
+        w.infos.append(LeafInfo(path, argument, marker[0], marker[1], node))
+        return
+    if w.default == "static":
+        w.infos.append(LeafInfo(path, argument, Kind.STATIC, "default 'static'", node))
+    elif w.default == "dynamic":
+        w.infos.append(
+            LeafInfo(path, argument, Kind.DYNAMIC, "default 'dynamic'", node)
+        )
+    else:
+        if w.default == "error":
+            w.uncovered.append(path)
+        if is_array_annotation(node):
+            # The hint already says what the leaf is: traced, whatever comes.
+            source = f"default 'infer', annotated {node.text}"
+            w.infos.append(LeafInfo(path, argument, Kind.DYNAMIC, source, node))
+        elif w.trace_floats:
+            source = "default 'infer' (a float in a differentiated argument)"
+            w.infos.append(
+                LeafInfo(
+                    path, argument, None, source, node, Kind.DYNAMIC, static_in_grad
+                )
+            )
+        else:
+            w.infos.append(
+                LeafInfo(
+                    path,
+                    argument,
+                    None,
+                    "default 'infer'",
+                    node,
+                    Kind.DYNAMIC,
+                    not_array,
+                )
+            )
+
+
+def walk_value(
+    value: Any,
+    node: Node,
+    *,
+    path: str = "",
+    argument: str = "value",
+    flags: FlagEntry = None,
+    flag_src: str = "flags",
+    default: str = "infer",
+    check: bool = True,
+) -> tuple[list[LeafInfo], list[Issue], list[str]]:
+    """Resolve every leaf of one value against one annotation node."""
+    w = _Walk(default=default, check=check)
+    _walk(w, value, node, path, argument, None, flags, flag_src)
+    return w.infos, w.issues, w.uncovered
+
+
+def held_fields(value: Any, node: Node, name: str) -> list[Held]:
+    """The fields that the classes inside argument `name` keep in their tree
+    structure (for a retrace description of an argument JAX gets whole)."""
+    w = _Walk(default="dynamic", check=False)
+    _walk(w, value, node, name, name, None, None, "static_flags")
+    return w.held
+
+
+def check_default(default: str) -> None:
+    if default not in DEFAULTS:
+        raise SpecError(
+            f"default must be one of {', '.join(map(repr, DEFAULTS))}; got {default!r}."
+        )
+
+
+def _positional_place(
+    spec: Spec, flags: Flags, i: int
+) -> tuple[Param, str, FlagEntry, str]:
+    """The parameter, name, flag entry and flag source of positional argument i."""
+    positional = spec.positional
+    if i < len(positional):
+        param = positional[i]
+        return (
+            param,
+            param.name,
+            flags.by_name.get(param.name),
+            flags.source.get(param.name, "static_flags"),
+        )
+    var_pos = spec.var_positional
+    assert var_pos is not None
+    j = i - len(positional)
+    name = f"{var_pos.name}[{j}]"
+    outer: Any = flags.by_name.get(var_pos.name)
+    source = flags.source.get(var_pos.name, f"static_flags[{var_pos.name!r}]")
+    if flag_kind(outer) != "sequence":
+        return var_pos, name, outer, source
+    if j >= len(outer):
+        raise SpecError(
+            f"{source} has {plural(len(outer), 'entry')} but the call passes "
+            f"more *{var_pos.name} arguments: give one entry per argument, or "
+            f"one entry for all of them ({source} = False, say)."
+        )
+    return var_pos, name, outer[j], f"{source}[{j}]"
+
+
+def _keyword_place(
+    spec: Spec, flags: Flags, key: str
+) -> tuple[Param, str, FlagEntry, str]:
+    """The parameter, name, flag entry and flag source of keyword argument key."""
+    named = spec.param(key)
+    if named is not None and named.kind in KEYWORD_KINDS:
+        return (
+            named,
+            key,
+            flags.by_name.get(key),
+            flags.source.get(key, f"static_flags[{key!r}]"),
+        )
+    var_kw = spec.var_keyword
+    assert var_kw is not None
+    outer: Any = flags.by_name.get(var_kw.name)
+    if flag_kind(outer) == "mapping":
+        flag = outer.get(key)
+    elif flag_kind(outer) in ("bool", "callable"):
+        flag = outer
+    else:
+        flag = None
+    name = f"{var_kw.name}[{key!r}]"
+    return var_kw, name, flag, f"static_flags[{var_kw.name!r}][{key!r}]"
+
+
+def build_plan(
+    spec: Spec,
+    flags: Flags,
+    default: str,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    treedef: Any,
+    *,
+    signature: inspect.Signature | None = None,
+    check: bool = True,
+    skip: frozenset[int] = frozenset(),
+    float_args: frozenset[int] = frozenset(),
+    numbers: Callable[[], int] | None = None,
+) -> tuple[Plan, list[Issue]]:
+    """Resolve every leaf of `(args, kwargs)`, in `jax.tree_util` flatten order.
+
+    Positional arguments whose index is in `skip` are left out (the caller hands
+    them to JAX whole). In the positional parameters whose index is in
+    `float_args` (what `grad` differentiates), "infer" traces unannotated
+    Python floats too. `numbers` numbers the plan's splits (one counter per
+    function, see `plan.SplitId`).
+    """
+    check_default(default)
+    if signature is not None:
+        check_fits(signature, spec.name, args, kwargs)
+    w = _Walk(default=default, check=check)
+    positional = spec.positional
+    for i, value in enumerate(args):
+        if i in skip:
+            continue
+        param, name, flag, src = _positional_place(spec, flags, i)
+        w.trace_floats = i in float_args
+        _walk(w, value, param.node, name, name, None, flag, src)
+    float_names = {positional[i].name for i in float_args if i < len(positional)}
+    for key in sorted(kwargs):
+        param, name, flag, src = _keyword_place(spec, flags, key)
+        w.trace_floats = key in float_names
+        _walk(w, kwargs[key], param.node, name, name, None, flag, src)
+    w.trace_floats = False
+    if w.uncovered:
+        raise SpecError(
+            f"default='error' and no marker or flag covers "
+            f"{', '.join(w.uncovered)} in the call of {spec.name}. {uncovered_fix()}"
+        )
+    # The structure's issues only: `validate.plan_issues` adds the others.
+    return Plan(treedef, tuple(w.infos), tuple(w.held), numbers), w.issues

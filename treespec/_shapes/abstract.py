@@ -1,0 +1,384 @@
+"""Abstract arguments from spec nodes, for checking shapes without data.
+
+The third reader of the spec model (beside the runtime's split and the mypy
+plugin): it walks the nodes `_runtime/hints.py` derived, never the annotations, and
+builds what a call would pass, with `jax.ShapeDtypeStruct`s of symbolic
+dimensions where arrays go and concrete values where static leaves go.
+
+- One symbol per dimension name, for the whole call (the binding validation
+  uses); fixed sizes and expressions (`"n+1"`, `"2*k"`) as written.
+- Two variants of the call: in the first, `#name` is at its bound size and
+  `*name`/`...` are one dimension; in the second (made only when such a
+  dimension is written), `#name` is 1 and `*name`/`...` are two dimensions.
+  Every `...` of a call stands for the same dimensions.
+- Each jaxtyping dtype category at one dtype (`Float` float32, `Int` int32).
+- Static leaves: the value given, else the default (of the parameter or the
+  field), else every value of a `bool`, `Literal[...]` or `Enum` (a choice
+  the caller enumerates); else the leaf is missing (`MissingValue`).
+- Containers as the runtime follows them: `tuple[T, ...]`, `list[T]` and
+  `*args` with one item, `dict[K, V]` and `**kwargs` empty, a `TypedDict` with
+  every key, a class with every field (its `__init__` is not run), `PyTree[T]`
+  as one leaf, a union as its first member that can be built (an `Optional`
+  whose default is `None` as its other member, so that branch is checked).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import inspect
+import re
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from .._model.markers import Marker
+from .._model.spec import (
+    AnyNode,
+    ClassNode,
+    LeafNode,
+    MappingNode,
+    Node,
+    NoneNode,
+    PyTreeNode,
+    SequenceNode,
+    UnionNode,
+)
+from .._runtime.classes import is_namedtuple, is_nnx
+from .._runtime.dims import bound_dims
+from .._runtime.hints import is_jaxtyping_array
+from .._runtime.resolve import walk_value
+
+__all__ = [
+    "Builder",
+    "CannotBuild",
+    "MissingValue",
+    "NO_DEFAULT",
+    "abstract_value",
+    "given_sizes",
+    "symbols_for",
+]
+
+#: What a parameter or field without a default has (a signature's own mark).
+NO_DEFAULT: Any = inspect.Parameter.empty
+
+#: One dtype for each jaxtyping dtype category, the first the category allows.
+_DTYPES = ("float32", "int32", "uint32", "bool", "complex64", "bfloat16")
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SCALARS = {float: np.float32, int: np.int32, bool: np.bool_, complex: np.complex64}
+
+
+class CannotBuild(Exception):
+    """An annotation no abstract value can be made from (`jax.Array`, which
+    says no shape; a field of no annotation)."""
+
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.path = path
+        self.why = why
+
+
+class MissingValue(Exception):
+    """A static leaf with no value given, no default and no finite type."""
+
+    def __init__(self, path: str, text: str) -> None:
+        super().__init__(f"{path} ({text}) has no value")
+        self.path = path
+        self.text = text
+
+
+def abstract_value(value: Any) -> Any:
+    """A value given, as it is, with its arrays abstract (their own shapes
+    and dtypes)."""
+
+    def one(leaf: Any) -> Any:
+        if isinstance(leaf, (jax.Array, np.ndarray)):
+            return _struct(leaf.shape, leaf.dtype)
+        return leaf
+
+    return jax.tree_util.tree_map(one, value)
+
+
+def _struct(shape: Any, dtype: Any) -> Any:
+    return jax.ShapeDtypeStruct(shape, dtype)  # type: ignore[no-untyped-call]
+
+
+def given_sizes(value: Any, node: Node, name: str) -> dict[str, int]:
+    """The dimension sizes a value given binds, by name: the concrete leaves
+    that jaxtyping annotations describe (the first binding of a name kept).
+    The arguments built around a given model use them, not symbols."""
+    infos, _, _ = walk_value(value, node, path=name, argument=name, check=False)
+    sizes: dict[str, int] = {}
+    for info, leaf in zip(infos, jax.tree_util.tree_leaves(value)):
+        annotation = getattr(info.node, "annotation", None)
+        shape = getattr(leaf, "shape", None)
+        if not is_jaxtyping_array(annotation) or shape is None:
+            continue
+        if not all(isinstance(d, int) for d in shape):
+            continue
+        try:
+            dims = bound_dims(annotation, shape)
+        except (TypeError, ValueError):  # a shape the annotation does not fit
+            continue
+        for dim, size in dims:
+            if isinstance(size, int):
+                sizes.setdefault(dim, size)
+    return sizes
+
+
+def symbols_for(names: Sequence[str], constraints: Sequence[str]) -> dict[str, Any]:
+    """One JAX symbol per dimension name, all in one scope with `constraints`."""
+    if not names:
+        return {}
+    symbols = jax.export.symbolic_shape(", ".join(names), constraints=constraints)
+    return dict(zip(names, symbols))
+
+
+@dataclasses.dataclass
+class Builder:
+    """Builds one call's abstract arguments.
+
+    `sizes`: the symbol of each dimension name; None on the first pass, which
+    records the names (`names`), the choices of static leaves (`choices`) and
+    whether the second variant is needed (`variadic`). `chosen`: the value of
+    each choice, by path. `variant`: 0 or 1 (see the module docstring).
+    """
+
+    sizes: Mapping[str, Any] | None = None
+    chosen: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    variant: int = 0
+    names: dict[str, None] = dataclasses.field(default_factory=dict)
+    choices: dict[str, tuple[Any, ...]] = dataclasses.field(default_factory=dict)
+    variadic: bool = False
+    _classes: list[type] = dataclasses.field(default_factory=list)
+    _anonymous: int = 0
+
+    def build(
+        self,
+        node: Node,
+        path: str,
+        default: Any = NO_DEFAULT,
+        marker: Marker | None = None,
+    ) -> Any:
+        """The abstract value of `node` at `path` (a key path, for messages)."""
+        marker = node.marker or marker
+        if default is None and isinstance(node, UnionNode):
+            return self._union(node, path, marker, prefer_value=True)
+        if default is not NO_DEFAULT:
+            return abstract_value(default)
+        builder = self._BUILDERS.get(type(node))
+        if builder is None:
+            raise CannotBuild(
+                path, f"{node.text or type(node).__name__} is not followed"
+            )
+        return builder(self, node, path, marker)
+
+    # -- leaves ------------------------------------------------------------
+
+    def _leaf(self, node: LeafNode, path: str, marker: Marker | None) -> Any:
+        annotation = node.annotation
+        if is_jaxtyping_array(annotation):
+            return self._array(annotation, path)
+        if marker in (Marker.DYNAMIC, Marker.DONATE) and annotation in _SCALARS:
+            return _struct((), _SCALARS[annotation])
+        if node.is_array:
+            raise CannotBuild(
+                path,
+                f"{node.text} says no shape (annotate it with jaxtyping, such "
+                "as Float[Array, 'b n'], or give a value)",
+            )
+        values = _finite_values(node)
+        if values is None:
+            raise MissingValue(path, node.text or "unannotated")
+        return self._choose(path, values)
+
+    def _any(self, node: AnyNode, path: str, marker: Marker | None) -> Any:
+        raise MissingValue(path, node.text or "unannotated")
+
+    def _none(self, node: NoneNode, path: str, marker: Marker | None) -> Any:
+        return None
+
+    def _choose(self, path: str, values: tuple[Any, ...]) -> Any:
+        self.choices.setdefault(path, values)
+        return self.chosen.get(path, values[0])
+
+    def _array(self, annotation: Any, path: str) -> Any:
+        shape = tuple(self._dims(str(getattr(annotation, "dim_str", "")), path))
+        return _struct(shape, _dtype_of(annotation))
+
+    def _dims(self, dim_str: str, path: str) -> list[Any]:
+        rank = 1 + self.variant
+        sizes: list[Any] = []
+        for token in dim_str.replace(",", " ").split():
+            if token == "...":
+                self.variadic = True
+                sizes += [self._size(f"_dots{i}") for i in range(rank)]
+                continue
+            name = token
+            while name[:1] in ("*", "#", "?"):
+                name = name[1:]
+            if token.startswith("*") or token.startswith("#*"):
+                self.variadic = True
+                names = [name] if rank == 1 else [f"{name}{i}" for i in range(rank)]
+                sizes += [self._size(n) for n in names]
+            elif token.startswith("#"):
+                self.variadic = True
+                sizes.append(1 if self.variant else self._token(name, path))
+            else:
+                sizes.append(self._token(name, path))
+        return sizes
+
+    def _token(self, name: str, path: str) -> Any:
+        if name.isdigit():
+            return int(name)
+        if name == "_" or name.startswith("_"):
+            self._anonymous += 1
+            return self._size(f"_any{self._anonymous}")
+        if _IDENT.fullmatch(name):
+            return self._size(name)
+        found = dict.fromkeys(_IDENT.findall(name))
+        scope = {n: self._size(n) for n in found}
+        try:
+            return eval(name, {"__builtins__": {}}, scope)
+        except Exception:
+            why = f"the dimension {name!r} is not an expression of sizes"
+            raise CannotBuild(path, why) from None
+
+    def _size(self, name: str) -> Any:
+        self.names.setdefault(name)
+        if self.sizes is None:
+            return 2  # the first pass: a stand-in
+        return self.sizes[name]
+
+    # -- containers ----------------------------------------------------------
+
+    def _pytree(self, node: PyTreeNode, path: str, marker: Marker | None) -> Any:
+        return self.build(node.leaf, path, marker=marker)
+
+    def _sequence(self, node: SequenceNode, path: str, marker: Marker | None) -> Any:
+        if node.items is not None:
+            items = [
+                self.build(item, f"{path}[{i}]", marker=marker)
+                for i, item in enumerate(node.items)
+            ]
+        elif node.rest is not None:
+            items = [self.build(node.rest, f"{path}[0]", marker=marker)]
+        else:
+            items = []
+        container = node.container if isinstance(node.container, type) else tuple
+        return container(items)
+
+    def _mapping(self, node: MappingNode, path: str, marker: Marker | None) -> Any:
+        if not node.is_typeddict:
+            container = node.cls if isinstance(node.cls, type) else dict
+            try:
+                return container()
+            except TypeError:  # a mapping that needs arguments (defaultdict)
+                return {}
+        return {
+            key: self.build(child, f"{path}[{key!r}]", marker=marker)
+            for key, child in node.fields.items()
+        }
+
+    def _class(self, node: ClassNode, path: str, marker: Marker | None) -> Any:
+        cls = node.cls
+        if not isinstance(cls, type) or is_nnx(cls):
+            raise CannotBuild(
+                path, f"an instance of {node.text} cannot be built from its fields"
+            )
+        if cls in self._classes:
+            raise CannotBuild(path, f"{node.text} contains itself")
+        defaults = _field_defaults(cls)
+        self._classes.append(cls)
+        try:
+            values = {
+                name: self.build(
+                    child, f"{path}.{name}", defaults.get(name, NO_DEFAULT), marker
+                )
+                for name, child in node.fields.items()
+            }
+        finally:
+            self._classes.pop()
+        if is_namedtuple(cls):
+            return cls(**values)
+        # The class's `__init__` may compute fields, draw weights or need a
+        # key: the instance is made as its pytree unflattening makes one.
+        instance: Any = object.__new__(cls)
+        for name, value in values.items():
+            object.__setattr__(instance, name, value)
+        return instance
+
+    def _union(
+        self,
+        node: UnionNode,
+        path: str,
+        marker: Marker | None,
+        prefer_value: bool = False,
+    ) -> Any:
+        first: Exception | None = None
+        has_none = False
+        for member in node.members:
+            if isinstance(member, NoneNode):
+                has_none = True
+                continue
+            try:
+                return self.build(member, path, marker=marker)
+            except (CannotBuild, MissingValue) as error:
+                first = first or error
+        if has_none:
+            return None
+        if first is not None:
+            raise first
+        return None
+
+    _BUILDERS: typing.ClassVar[dict[type, Callable[..., Any]]] = {
+        LeafNode: _leaf,
+        AnyNode: _any,
+        NoneNode: _none,
+        PyTreeNode: _pytree,
+        SequenceNode: _sequence,
+        MappingNode: _mapping,
+        ClassNode: _class,
+        UnionNode: _union,
+    }
+
+
+def _finite_values(node: LeafNode) -> tuple[Any, ...] | None:
+    """Every value of a `bool`, `Literal[...]` or `Enum` annotation, else None."""
+    annotation = node.annotation
+    if annotation is bool:
+        return (False, True)
+    if node.category == "literal":
+        return tuple(typing.get_args(annotation))
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return tuple(annotation)
+    return None
+
+
+def _field_defaults(cls: type) -> dict[str, Any]:
+    if is_namedtuple(cls):
+        return dict(getattr(cls, "_field_defaults", {}))
+    found: dict[str, Any] = {}
+    if dataclasses.is_dataclass(cls):
+        for field in dataclasses.fields(cls):
+            if field.default is not dataclasses.MISSING:
+                found[field.name] = field.default
+            elif field.default_factory is not dataclasses.MISSING:
+                found[field.name] = field.default_factory()
+    return found
+
+
+def _dtype_of(annotation: Any) -> Any:
+    dtypes = getattr(annotation, "dtypes", None)
+    if not isinstance(dtypes, (tuple, list)) or not dtypes:  # `Shaped`: any
+        return np.float32
+    for name in _DTYPES:
+        if name in dtypes:
+            return np.dtype(name) if name != "bfloat16" else jax.numpy.bfloat16
+    if any(str(d).startswith("key") for d in dtypes):
+        return jax.eval_shape(jax.random.key, 0).dtype
+    return np.dtype(dtypes[0])

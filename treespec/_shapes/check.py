@@ -1,0 +1,372 @@
+"""Shapes checked without data: `check_shapes`.
+
+A function's body is traced under `jax.eval_shape` with the abstract
+arguments `abstract.py` builds from its spec (symbolic dimensions, one per
+name), validated on the way in and out as a call of a transform is (the
+splitter's checks), once per variant and combination of static values. What
+JAX raises becomes a `ShapeIssue` (`report.py`): `outcomes.py` says
+whether it is an error or a note, `user_code.py` at which line of the
+user's code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import itertools
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Literal
+
+import jax
+
+from .._model.errors import SpecError, ValidationError
+from .._model.spec import Param, Spec
+from .._runtime.api import spec_for
+from .._runtime.flags import Flags
+from .._runtime.splitter import Splitter
+from .._transforms.base import Transformed
+from .abstract import (
+    NO_DEFAULT,
+    Builder,
+    CannotBuild,
+    MissingValue,
+    given_sizes,
+    symbols_for,
+)
+from .outcomes import first_lines, outcome, validation_text
+from .report import ShapeIssue, ShapeReport
+from .user_code import (
+    code_file,
+    def_line,
+    is_abstract,
+    return_line,
+    shown,
+    unfiltered_tracebacks,
+    user_line,
+)
+
+__all__ = ["MAX_COMBINATIONS", "ShapeIssue", "ShapeReport", "check_shapes"]
+
+#: At most this many combinations of static values (`bool`, `Literal`, `Enum`
+#: leaves without a value) are checked per function; past it, a note says how
+#: many were left out.
+MAX_COMBINATIONS = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class _Target:
+    """The function whose body is traced, and what its call needs."""
+
+    inner: Callable[..., Any]
+    spec: Spec
+    flags: Flags
+    default: str
+    given: dict[str, Any]
+    file: str
+    line: int
+    name: str
+
+
+def check_shapes(
+    fun: Callable[..., Any],
+    /,
+    *,
+    constraints: Sequence[str] = (),
+    **statics: Any,
+) -> ShapeReport:
+    """Check a function's shapes for every size at once, without data.
+
+    The body is traced under `jax.eval_shape` with arguments built from the
+    annotations: one symbolic dimension per name (`jax.export.symbolic_shape`),
+    shared by every argument and the return annotation. Nothing is computed,
+    allocated or compiled. JAX's traceback filtering is turned off while it
+    traces (who raised is read from the innermost frame), in the calling
+    thread only: other threads running JAX meanwhile are unaffected.
+
+    **Arguments:**
+
+    - `fun`: a function a treespec transform wraps (a method too: a class's
+      `self` is built from its field annotations; a bound method keeps its
+      instance), or any annotated function.
+    - `constraints`: relations between sizes the annotations do not state,
+      in JAX's syntax (`"n == 2*k"`, `"b >= 2"`).
+    - `**statics`: values for parameters, named like them, used as they
+      are: their arrays become abstract with their own shapes and dtypes,
+      their static leaves stay (a model of `eqx.nn` layers, a config).
+
+    Static leaves of the parameters not given take their default, else each
+    value of a `bool`, `Literal[...]` or `Enum` annotation (their product, up
+    to `MAX_COMBINATIONS` = 16 runs).
+
+    **Returns:**
+
+    A `ShapeReport`: `ok`, `problems` (each a `ShapeIssue` at the line it
+    concerns), `outputs`; `str(report)` reads as mypy's output.
+
+    **Raises:**
+
+    `TypeError` for a keyword that names no parameter.
+
+    !!! example
+
+        ```python
+        import jax.numpy as jnp
+        import treespec
+        from jaxtyping import Array, Float
+
+        @treespec.jit
+        def center(x: Float[Array, "b n"]) -> Float[Array, "b n"]:
+            return x - x.mean(axis=1)  # right only when b == n
+
+        report = treespec.check_shapes(center)
+        assert not report.ok
+        print(report.problems[0].message)
+        ```
+    """
+    target = _target(fun, statics)
+    unknown = sorted(set(statics) - {p.name for p in target.spec.params})
+    if unknown:
+        raise TypeError(
+            f"check_shapes got {', '.join(map(repr, unknown))}, which "
+            f"{target.name} has no parameter of"
+        )
+    return _Checker(target, tuple(constraints)).run()
+
+
+def _target(fun: Any, statics: Mapping[str, Any]) -> _Target:
+    given = dict(statics)
+    transform = fun
+    instance = getattr(fun, "__self__", None)
+    func = getattr(fun, "__func__", None)
+    if instance is not None and isinstance(func, Transformed):
+        transform = func  # a bound method: its instance is a value given
+    if isinstance(transform, Transformed):
+        spec = transform.spec
+        flags: Flags = getattr(transform, "_flags", Flags())
+        default: str = getattr(transform, "_default", "infer")
+        if transform is not fun and spec.params:
+            given.setdefault(spec.params[0].name, instance)
+    else:
+        spec = spec_for(fun, {})
+        flags, default = Flags(), "infer"
+    inner: Any = transform
+    while isinstance(inner, Transformed):
+        inner = inner.__wrapped__
+    code = getattr(inspect.unwrap(inner), "__code__", None)
+    file = code.co_filename if code else "<unknown>"
+    line = def_line(inner, code.co_firstlineno if code else 0)
+    name = getattr(inner, "__qualname__", spec.name)
+    return _Target(inner, spec, flags, default, given, shown(file), line, name)
+
+
+class _Run:
+    """One traced call: its variant and the static values chosen."""
+
+    def __init__(self, variant: int, chosen: dict[str, Any]) -> None:
+        self.variant = variant
+        self.chosen = chosen
+
+    def text(self) -> str:
+        parts = [f"{path}={value!r}" for path, value in self.chosen.items()]
+        if self.variant:
+            parts.append("each #dim 1 and each *dims/... two dimensions")
+        return ", ".join(parts)
+
+
+class _Checker:
+    def __init__(self, target: _Target, constraints: tuple[str, ...]) -> None:
+        self.t = target
+        self.constraints = constraints
+        self.problems: dict[tuple[str, int, str], list[str]] = {}
+        self.order: list[ShapeIssue] = []
+
+    def run(self) -> ShapeReport:
+        t = self.t
+        first = Builder()
+        try:
+            self._arguments(first)
+        except (CannotBuild, MissingValue) as error:
+            return self._skipped(error)
+        except SpecError as error:
+            return self._skipped(error)
+        if first.variadic:  # the second variant's names (`batch0`, `batch1`)
+            second = Builder(variant=1)
+            self._arguments(second)
+            first.names.update(second.names)
+        fixed: dict[str, Any] = {}
+        for param in t.spec.params:
+            if param.name in t.given:
+                given = given_sizes(t.given[param.name], param.node, param.name)
+                fixed.update((k, v) for k, v in given.items() if k not in fixed)
+        try:
+            free = [name for name in first.names if name not in fixed]
+            sizes = {**symbols_for(free, self.constraints), **fixed}
+        except Exception as error:  # JAX refuses the constraints: a usage error
+            raise ValueError(f"check_shapes: bad constraints: {error}") from None
+        combos = list(_combinations(first.choices))
+        notes: list[ShapeIssue] = []
+        if len(combos) > MAX_COMBINATIONS:
+            notes.append(
+                self._at_def(
+                    "note",
+                    f"checked {MAX_COMBINATIONS} of {len(combos)} combinations "
+                    "of static values (MAX_COMBINATIONS); give values to "
+                    "check the others",
+                )
+            )
+            combos = combos[:MAX_COMBINATIONS]
+        runs = [
+            _Run(variant, chosen)
+            for variant in ((0, 1) if first.variadic else (0,))
+            for chosen in combos
+        ]
+        outputs: list[tuple[str, Any]] = []
+        for run in runs:
+            builder = Builder(sizes=sizes, chosen=run.chosen, variant=run.variant)
+            args, kwargs = self._arguments(builder)
+            found = self._trace(args, kwargs)
+            if isinstance(found, ShapeIssue):
+                self._record(found, run, len(runs))
+            else:
+                outputs.append((run.text() if len(runs) > 1 else "", found))
+        problems = [*notes, *self._final(len(runs))]
+        return ShapeReport(t.name, tuple(problems), tuple(outputs))
+
+    def _arguments(self, builder: Builder) -> tuple[list[Any], dict[str, Any]]:
+        t = self.t
+        try:
+            signature = inspect.signature(t.inner)
+            defaults = {name: p.default for name, p in signature.parameters.items()}
+        except (TypeError, ValueError):
+            defaults = {}
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        for param in t.spec.params:
+            value = self._argument(builder, param, defaults.get(param.name, NO_DEFAULT))
+            if param.kind is inspect.Parameter.VAR_POSITIONAL:
+                args.extend(value)
+            elif param.kind is inspect.Parameter.VAR_KEYWORD:
+                kwargs.update(value)
+            elif param.kind is inspect.Parameter.KEYWORD_ONLY:
+                kwargs[param.name] = value
+            else:
+                args.append(value)
+        return args, kwargs
+
+    def _argument(self, builder: Builder, param: Param, default: Any) -> Any:
+        if param.name in self.t.given:
+            return builder.build(param.node, param.name, self.t.given[param.name])
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            return [builder.build(param.node, f"{param.name}[0]")]
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            return {}
+        return builder.build(param.node, param.name, default)
+
+    def _trace(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        t = self.t
+        leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
+        where = [i for i, leaf in enumerate(leaves) if is_abstract(leaf)]
+        splitter = Splitter(
+            t.spec,
+            t.flags,
+            t.default,
+            validate=True,
+            signature=_signature(t.inner),
+            allow_whole=False,
+        )
+        stage = ["arguments"]
+        aside: list[Any] = []
+
+        def body(*dynamic: Any) -> Any:
+            full = list(leaves)
+            for i, value in zip(where, dynamic):
+                full[i] = value
+            a, k = jax.tree_util.tree_unflatten(tree, full)
+            checked = splitter.validate_call(*splitter.split_call(tuple(a), k))
+            stage[0] = "body"
+            result = t.inner(*a, **k)
+            stage[0] = "return"
+            splitter.validate_return(result, checked)
+            out, out_tree = jax.tree_util.tree_flatten(result)
+            arrays = [leaf for leaf in out if isinstance(leaf, jax.Array)]
+            aside[:] = [out, out_tree]
+            return arrays
+
+        try:
+            with unfiltered_tracebacks():
+                traced = jax.eval_shape(body, *[leaves[i] for i in where])
+        except Exception as error:  # what JAX (or the body) raised: reported
+            return self._issue(error, stage[0], args, kwargs)
+        out, out_tree = aside
+        shapes = iter(traced)
+        return jax.tree_util.tree_unflatten(
+            out_tree,
+            [next(shapes) if isinstance(leaf, jax.Array) else leaf for leaf in out],
+        )
+
+    def _issue(
+        self, error: Exception, stage: str, args: list[Any], kwargs: dict[str, Any]
+    ) -> ShapeIssue:
+        t = self.t
+        if isinstance(error, ValidationError) and stage == "arguments":
+            return self._at_def("error", validation_text(error))
+        if isinstance(error, ValidationError) and stage == "return":
+            line = return_line(t.inner, args, kwargs) or t.line
+            return ShapeIssue("error", t.file, line, t.name, validation_text(error))
+        file, line = user_line(
+            error.__traceback__, code_file(t.inner), (t.file, t.line)
+        )
+        severity, message = outcome(error)
+        return ShapeIssue(severity, file, line, t.name, message)
+
+    def _record(self, issue: ShapeIssue, run: _Run, runs: int) -> None:
+        key = (issue.severity, issue.line, issue.message)
+        if key not in self.problems:
+            self.problems[key] = []
+            self.order.append(issue)
+        self.problems[key].append(run.text())
+
+    def _final(self, runs: int) -> Iterator[ShapeIssue]:
+        for issue in self.order:
+            texts = self.problems[(issue.severity, issue.line, issue.message)]
+            if len(texts) < runs and texts[0]:
+                issue = dataclasses.replace(
+                    issue, message=f"{issue.message} (with {texts[0]})"
+                )
+            yield issue
+
+    def _at_def(self, severity: Literal["error", "note"], message: str) -> ShapeIssue:
+        return ShapeIssue(severity, self.t.file, self.t.line, self.t.name, message)
+
+    def _skipped(self, error: Exception) -> ShapeReport:
+        t = self.t
+        if isinstance(error, MissingValue):
+            top = re.split(r"[.\[]", error.path, maxsplit=1)[0]
+            message = (
+                f"skipped: {error.path} ({error.text}) has no value; give one: "
+                f"check_shapes({t.name}, {top}=...)"
+            )
+        elif isinstance(error, CannotBuild):
+            top = re.split(r"[.\[]", error.path, maxsplit=1)[0]
+            message = (
+                f"skipped: {error.path} cannot be built: {error.why}; give a "
+                f"value: check_shapes({t.name}, {top}=...)"
+            )
+        else:
+            message = f"skipped: {first_lines(error)}"
+        issue = ShapeIssue("note", t.file, t.line, t.name, message, skipped=True)
+        return ShapeReport(t.name, (issue,))
+
+
+def _combinations(choices: Mapping[str, tuple[Any, ...]]) -> Iterator[dict[str, Any]]:
+    paths = list(choices)
+    for values in itertools.product(*(choices[p] for p in paths)):
+        yield dict(zip(paths, values))
+
+
+def _signature(fun: Any) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fun)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,183 @@
+"""Where in the user's code a finding of the shape check belongs.
+
+The `def` line of a function, the innermost frame of the user's code in a
+traceback (not the standard library's, a site package's or treespec's own),
+whether JAX itself raised, and the `return` a function left by. JAX's
+traceback filtering is turned off while the shape check traces, in the
+checking thread only where JAX allows it, so the innermost frame is JAX's
+when JAX raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import re
+import sys
+import sysconfig
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
+
+import jax
+
+__all__ = [
+    "code_file",
+    "def_line",
+    "is_abstract",
+    "raised_by_jax",
+    "return_line",
+    "shown",
+    "unfiltered_tracebacks",
+    "user_line",
+]
+
+_LIBRARY_DIRS = tuple(
+    {
+        str(Path(p).resolve())
+        for key in ("stdlib", "platstdlib", "purelib", "platlib")
+        if (p := sysconfig.get_paths().get(key))
+    }
+    | {str(Path(__file__).resolve().parent.parent)}  # treespec/, all of it
+)
+
+
+def _thread_local_filtering() -> Callable[[str], Any] | None:
+    """JAX's `traceback_filtering` option as a context manager that sets it
+    for the calling thread only (a `State` of `jax._src.config`, on JAX 0.10
+    to 0.12), or None where this JAX has no such thing."""
+    try:
+        from jax._src import config as jax_config
+    except ImportError:  # pragma: no cover - a JAX without the private module
+        return None
+    state = getattr(jax_config, "traceback_filtering", None)
+    if state is None or not callable(state) or not hasattr(state, "value"):
+        return None
+    return state  # type: ignore[no-any-return]
+
+
+_FILTERING = _thread_local_filtering()
+
+
+@contextlib.contextmanager
+def unfiltered_tracebacks() -> Iterator[None]:
+    """JAX's frames kept in tracebacks: whether JAX raised an error is read
+    from its innermost frame (JAX's filtering would leave the user's).
+
+    In the calling thread only: another thread running JAX meanwhile keeps
+    its filtered tracebacks. On a JAX without a thread-local form of the
+    option, it is set process-wide for the duration."""
+    if _FILTERING is not None:
+        with _FILTERING("off"):
+            yield
+        return
+    config: Any = jax.config
+    before = config.jax_traceback_filtering
+    config.update("jax_traceback_filtering", "off")
+    try:
+        yield
+    finally:
+        config.update("jax_traceback_filtering", before)
+
+
+def def_line(fun: Any, first: int) -> int:
+    """The line of the `def` (the code's first line is its first decorator's)."""
+    try:
+        lines, start = inspect.getsourcelines(fun)
+    except (OSError, TypeError):
+        return first
+    for offset, text in enumerate(lines):
+        if re.match(r"\s*(async\s+)?def\s", text):
+            return start + offset
+    return start
+
+
+def shown(file: str) -> str:
+    """A file as mypy shows it: relative to the working directory if under it."""
+    try:
+        return os.path.relpath(file)
+    except ValueError:  # another drive (Windows)
+        return file
+
+
+def code_file(fun: Any) -> str:
+    """The file a function's code was compiled from, or `""`."""
+    code = getattr(inspect.unwrap(fun), "__code__", None)
+    return code.co_filename if code else ""
+
+
+def user_line(
+    tb: TracebackType | None, own: str, fallback: tuple[str, int]
+) -> tuple[str, int]:
+    """The innermost frame of the user's code in a traceback (`own`, the
+    checked function's file, always counts as the user's), as `(file shown,
+    line)`; `fallback` when there is none."""
+    found = fallback
+    for frame, line in traceback.walk_tb(tb):
+        if _is_user_file(frame.f_code.co_filename, own):
+            found = (shown(frame.f_code.co_filename), line)
+    return found
+
+
+def _is_user_file(file: str, own: str) -> bool:
+    if file == own:
+        return True
+    if file.startswith("<"):
+        return False
+    resolved = str(Path(file).resolve())
+    return not any(resolved.startswith(d + os.sep) for d in _LIBRARY_DIRS)
+
+
+def raised_by_jax(tb: TracebackType | None) -> bool:
+    """Whether the innermost frame of a traceback is JAX's (or jaxlib's)."""
+    last = None
+    for frame, _ in traceback.walk_tb(tb):
+        last = frame.f_code.co_filename
+    if last is None:
+        return False
+    parts = Path(last).parts
+    return "jax" in parts or "jaxlib" in parts
+
+
+def return_line(fun: Any, args: list[Any], kwargs: dict[str, Any]) -> int | None:
+    """The line of the `return` `fun`'s body left by, called on abstract
+    arguments: traced again under `jax.eval_shape` with a profiler that sees
+    only the function's own frame. None if it cannot be told."""
+    code = getattr(inspect.unwrap(fun), "__code__", None)
+    if code is None:
+        return None
+    seen: list[int] = []
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "return" and frame.f_code is code:
+            seen.append(frame.f_lineno)
+
+    leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
+    where = [i for i, leaf in enumerate(leaves) if is_abstract(leaf)]
+
+    def body(*dynamic: Any) -> Any:
+        full = list(leaves)
+        for i, value in zip(where, dynamic):
+            full[i] = value
+        a, k = jax.tree_util.tree_unflatten(tree, full)
+        old = sys.getprofile()
+        sys.setprofile(profile)
+        try:
+            fun(*a, **k)
+        finally:
+            sys.setprofile(old)
+        return 0
+
+    try:
+        jax.eval_shape(body, *[leaves[i] for i in where])
+    except Exception:  # the first run traced: this one should too
+        return None
+    return seen[-1] if seen else None
+
+
+def is_abstract(leaf: Any) -> bool:
+    """Whether a leaf of the arguments built is an abstract array (traced)."""
+    return isinstance(leaf, jax.ShapeDtypeStruct)

@@ -1,0 +1,390 @@
+"""`vmap` and `pmap`: static leaves are never mapped, whatever `in_axes` says."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from typing_extensions import ParamSpec
+
+from .._model.errors import Issue, SpecError, ValidationError, describe_value, location
+from .._runtime.api import caller_namespace
+from .._runtime.partition import combine
+from .._runtime.plan import Kind, Split
+from .._runtime.prefix import Entry, broadcast_call, broadcast_tree
+from .._runtime.routes import Key, key_split
+from .base import Counted, Transformed, weak_method
+from .outputs import WithStatic, join_output
+
+__all__ = ["pmap", "vmap"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _is_axis_entry(x: Any) -> bool:
+    return x is None or isinstance(x, int) or (callable(x) and not isinstance(x, type))
+
+
+def _dynamic_entries(
+    transform: Transformed[Any, Any],
+    in_axes: Any,
+    split: Split,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> list[Entry]:
+    """The `in_axes` entry of each dynamic leaf; depends on the structure only."""
+    entries = broadcast_call(
+        in_axes,
+        transform.spec,
+        args,
+        kwargs,
+        _is_axis_entry,
+        "in_axes",
+        kwarg_default=0,
+    )
+    dynamic: list[Entry] = []
+    for i, entry in enumerate(entries):
+        if split.kinds[i] is not Kind.STATIC:
+            dynamic.append(entry)
+        elif entry.exact and entry.value is not None and not callable(entry.value):
+            info = split.plan.infos[i]
+            raise SpecError(
+                f"{entry.where} maps axis {entry.value} of {info.path}, which is "
+                f"static ({info.source}); static leaves are never mapped: give "
+                "None there, or mark the leaf Dynamic."
+            )
+    return dynamic
+
+
+def _resolve_axes(
+    transform: Transformed[Any, Any],
+    split: Split,
+    entries: Sequence[Entry],
+    dynamic: Sequence[Any],
+) -> tuple[Any, ...]:
+    """One axis (or None) per dynamic leaf of this call, checked against its rank."""
+    axes: list[Any] = []
+    issues: list[Issue] = []
+    for i, entry, leaf in zip(split.dynamic_idx, entries, dynamic):
+        axis = entry.value(leaf) if callable(entry.value) else entry.value
+        if axis is not None:
+            ndim = np.ndim(leaf)
+            if not -ndim <= axis < max(ndim, 1) or ndim == 0:
+                info = split.plan.infos[i]
+                issues.append(
+                    Issue(
+                        location(info.argument, info.path),
+                        f"an array with an axis {axis} to map over ({entry.where})",
+                        describe_value(leaf),
+                    )
+                )
+        axes.append(axis)
+    if issues:
+        raise ValidationError(issues, transform.spec.name)
+    return tuple(axes)
+
+
+class _AxisMapped(Transformed[_P, _R]):
+    """What vmap and pmap share: `in_axes` over the dynamic leaves, JAX options."""
+
+    def __init__(
+        self,
+        fun: Callable[_P, _R],
+        *,
+        in_axes: Any,
+        jax_kwargs: dict[str, Any],
+        **kw: Any,
+    ) -> None:
+        # Prefix trees (in_axes, in_specs) follow the call as written.
+        super().__init__(fun, bind_calls=False, **kw)
+        self._in_axes = in_axes
+        self._entries: dict[Split, list[Entry]] = {}
+        out_axes = jax_kwargs.get("out_axes", 0)
+        #: `out_axes` with callables in it (`eqx.if_array(0)`): chosen per
+        #: output leaf while tracing, see `_OutAxes`.
+        self._out_axes: _OutAxes | None = None
+        if _has_callable(out_axes):
+            self._out_axes = _OutAxes(out_axes)
+            jax_kwargs = {**jax_kwargs, "out_axes": (0, None)}
+        elif not isinstance(out_axes, (int, type(None))):
+            self._output_tree = "out_axes"
+        self._jax_kwargs = jax_kwargs
+
+    def _cache_options(self) -> tuple[Any, ...]:
+        return (*super()._cache_options(), self._in_axes, self._jax_kwargs)
+
+    def _axes(
+        self,
+        split: Split,
+        dynamic: Sequence[Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> tuple[Any, ...]:
+        """The axis of each dynamic leaf; the prefix walk once per tree structure."""
+        entries = self._entries.get(split)
+        if entries is None:
+            entries = _dynamic_entries(self, self._in_axes, split, args, kwargs)
+            self._entries[split] = entries
+        return _resolve_axes(self, split, entries, dynamic)
+
+
+def _has_callable(out_axes: Any) -> bool:
+    leaves = jax.tree_util.tree_leaves(out_axes, is_leaf=callable)
+    return any(callable(leaf) for leaf in leaves)
+
+
+def _is_out_entry(x: Any) -> bool:
+    return x is None or isinstance(x, int) or callable(x)
+
+
+class _OutAxes:
+    """`out_axes` holding callables (`leaf -> axis or None`), as Equinox takes.
+
+    JAX needs the output axes before the output exists, so the traced body
+    returns two groups, `(mapped, unmapped)` with `out_axes=(0, None)`: each
+    output leaf goes to the group its axis says (the callables see the traced
+    leaves), and `join` puts them back in place, moving each mapped leaf's
+    axis where it was asked for. Non-array outputs stay Python objects.
+    """
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+
+    def split(self, out: Any, record: dict[str, Any]) -> tuple[Any, Any]:
+        static = out.static if type(out) is WithStatic else None
+        dynamic = out.dynamic if type(out) is WithStatic else out
+        leaves, treedef = jax.tree_util.tree_flatten(dynamic)
+        entries = broadcast_tree(self.spec, dynamic, _is_out_entry, "out_axes")
+        axes = []
+        for entry, leaf in zip(entries, leaves):
+            axis = entry.value(leaf) if callable(entry.value) else entry.value
+            if axis is not None and not isinstance(axis, int):
+                raise SpecError(
+                    f"{entry.where} (callable) returned {type(axis).__name__} "
+                    f"{axis!r}; an out_axes callable returns an int or None."
+                )
+            axes.append(axis)
+        record.update(treedef=treedef, axes=axes, static=static)
+        mapped = tuple(leaf for leaf, a in zip(leaves, axes) if a is not None)
+        unmapped = tuple(leaf for leaf, a in zip(leaves, axes) if a is None)
+        return mapped, unmapped
+
+    @staticmethod
+    def join(groups: tuple[Any, Any], record: dict[str, Any]) -> Any:
+        mapped, unmapped = iter(groups[0]), iter(groups[1])
+        leaves = []
+        for axis in record["axes"]:
+            if axis is None:
+                leaves.append(next(unmapped))
+            else:
+                leaf = next(mapped)
+                leaves.append(leaf if axis == 0 else jnp.moveaxis(leaf, 0, axis))
+        dynamic = jax.tree_util.tree_unflatten(record["treedef"], leaves)
+        static = record["static"]
+        return dynamic if static is None else combine(dynamic, static)
+
+
+class _VMapped(_AxisMapped[_P, _R]):
+    _name = "vmap"
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        key, dynamic = self._splitter.split_call(args, kwargs)
+        axes = self._axes(key_split(key), dynamic, args, kwargs)
+        out_axes = self._out_axes
+        if out_axes is None:
+
+            def body(*leaves: Any) -> Any:
+                return self._traced(key, *leaves)
+
+            mapped = jax.vmap(body, in_axes=axes, **self._jax_kwargs)
+            return join_output(mapped(*dynamic))  # type: ignore[no-any-return]
+        record: dict[str, Any] = {}
+
+        def grouped(*leaves: Any) -> Any:
+            return out_axes.split(self._traced(key, *leaves), record)
+
+        groups = jax.vmap(grouped, in_axes=axes, **self._jax_kwargs)(*dynamic)
+        return out_axes.join(groups, record)  # type: ignore[no-any-return]
+
+
+def vmap(
+    fun: Callable[_P, _R],
+    in_axes: Any = 0,
+    out_axes: Any = 0,
+    *,
+    axis_name: Any = None,
+    axis_size: int | None = None,
+    static_flags: Any = None,
+    default: str = "infer",
+    validate: bool = True,
+) -> Transformed[_P, _R]:
+    """`jax.vmap` that never maps a static leaf.
+
+    **Arguments:**
+
+    - `fun`: the function to map.
+    - `in_axes`: as in JAX (an int or None for everything, a tuple with one
+      entry per positional argument, a dict by parameter name, or prefix trees
+      below), and entries may be callables `leaf -> axis or None`. Static
+      leaves are never mapped; an axis written at a static leaf itself is a
+      [`SpecError`][treespec.SpecError]. Keyword arguments are mapped over axis 0
+      unless a dict names them.
+    - `out_axes`, `axis_name`, `axis_size`: as in JAX.
+    - `static_flags`, `default`, `validate`: as for
+      [`treespec.jit`][treespec.jit].
+
+    **Returns:**
+
+    The mapped function; non-array outputs come back as Python objects.
+
+    !!! example
+
+        ```python
+        import jax.numpy as jnp
+        import treespec
+        from treespec import Static
+
+        def scale(x: jnp.ndarray, cfg: dict[str, Static[int]]) -> jnp.ndarray:
+            return x * cfg["k"]
+
+        out = treespec.vmap(scale)(jnp.ones((4, 3)), {"k": 2})
+        assert out.shape == (4, 3)
+        ```
+    """
+    return _VMapped(
+        fun,
+        in_axes=in_axes,
+        jax_kwargs={
+            "out_axes": out_axes,
+            "axis_name": axis_name,
+            "axis_size": axis_size,
+        },
+        static_flags=static_flags,
+        default=default,
+        validate=validate,
+        localns=caller_namespace(1),
+    )
+
+
+class _PMapped(_AxisMapped[_P, _R], Counted[_P, _R]):
+    _name = "pmap"
+
+    def __init__(self, fun: Callable[_P, _R], **kw: Any) -> None:
+        super().__init__(fun, **kw)
+        self._compiled: dict[tuple[Any, ...], Callable[..., Any]] = {}
+        self._records: dict[Key, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def _compiled_for(self, split: Split, axes: tuple[Any, ...]) -> Callable[..., Any]:
+        config = (split.plan.route.donate_argnums(split), axes)
+        compiled = self._compiled.get(config)
+        if compiled is None:
+            with self._lock:
+                compiled = self._compiled.setdefault(
+                    config,
+                    jax.pmap(
+                        weak_method(
+                            self._traced if self._out_axes is None else self._grouped
+                        ),
+                        static_broadcasted_argnums=0,
+                        in_axes=(None, *axes),
+                        donate_argnums=config[0],
+                        **self._jax_kwargs,
+                    ),
+                )
+        return compiled
+
+    def _grouped(self, key: Key, *leaves: Any) -> Any:
+        """The traced body with callable `out_axes`: the output in two groups,
+        the axes recorded per key (pmap traces once per key)."""
+        assert self._out_axes is not None
+        record = self._records.setdefault(key, {})
+        return self._out_axes.split(self._traced(key, *leaves), record)
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        key: Key
+        key, dynamic = self._splitter.split_call(args, kwargs)
+        split = key_split(key)
+        axes = self._axes(split, dynamic, args, kwargs)
+        try:
+            out = self._compiled_for(split, axes)(key, *dynamic)
+        except (TypeError, ValueError):
+            # `jax.pmap` hashes the key before anything traces: a leaf it
+            # refuses (an array at a static leaf) is named, as under jit.
+            self._refuse(args, kwargs)
+            raise
+        if self._out_axes is not None:
+            return self._out_axes.join(out, self._records[key])  # type: ignore[no-any-return]
+        return join_output(out)  # type: ignore[no-any-return]
+
+
+def pmap(
+    fun: Callable[_P, _R],
+    axis_name: Any = None,
+    *,
+    in_axes: Any = 0,
+    out_axes: Any = 0,
+    devices: Sequence[Any] | None = None,
+    backend: str | None = None,
+    axis_size: int | None = None,
+    static_flags: Any = None,
+    default: str = "infer",
+    validate: bool = True,
+    explain_recompiles: bool = False,
+) -> Counted[_P, _R]:
+    """`jax.pmap` with static leaves broadcast as static, never mapped.
+
+    **Arguments:**
+
+    - `fun`: the function to run once per device.
+    - `axis_name`, `out_axes`, `devices`, `backend`, `axis_size`: as in JAX.
+    - `in_axes`: as for [`treespec.vmap`][treespec.vmap] (static leaves are
+      never mapped).
+    - `static_flags`, `default`, `validate`, `explain_recompiles`: as for
+      [`treespec.jit`][treespec.jit]. `Donate` leaves are given to
+      `jax.pmap`'s `donate_argnums`: what that does depends on the backend
+      (see [pmap](transforms/pmap.md)).
+
+    **Returns:**
+
+    The parallel function; compiled once per tree structure, static values
+    and axes, like `jax.pmap` with `static_broadcasted_argnums`. Its
+    `.trace_count` says how often it traced.
+
+    !!! example
+
+        ```python
+        import jax
+        import jax.numpy as jnp
+        import treespec
+        from treespec import Static
+
+        def step(x: jnp.ndarray, k: Static[int]) -> jnp.ndarray:
+            return x * k
+
+        n = jax.local_device_count()
+        out = treespec.pmap(step)(jnp.ones((n, 3)), 2)
+        assert out.shape == (n, 3)
+        ```
+    """
+    return _PMapped(
+        fun,
+        in_axes=in_axes,
+        jax_kwargs={
+            "axis_name": axis_name,
+            "out_axes": out_axes,
+            "devices": devices,
+            "backend": backend,
+            "axis_size": axis_size,
+        },
+        static_flags=static_flags,
+        default=default,
+        validate=validate,
+        explain_recompiles=explain_recompiles,
+        localns=caller_namespace(1),
+    )
