@@ -234,13 +234,13 @@ def _echo(counter: dict[str, int]) -> Any:
 
 
 def test_scalar_dict_is_probed_not_flattened(counter: dict[str, int], spy: Any) -> None:
-    from treespec._runtime import routes as _routes
+    from treespec._runtime.positional import PositionalRoute
 
     f = _echo(counter)
     f(jnp.ones(2), {"depth": 2, "name": "a", "scale": 1})
     route = f._splitter.positional
     assert route.probing and len(route.probes) == 1
-    slow = spy(_routes.PositionalRoute, "split")
+    slow = spy(PositionalRoute, "split")
     out, cfg = f(jnp.zeros(2), {"depth": 2, "name": "a", "scale": 1})  # a new dict
     assert slow == [] and counter["n"] == 1
     assert cfg == {"depth": 2, "name": "a", "scale": 1}

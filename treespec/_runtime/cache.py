@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from .retrace import TraceHistory
+from .retrace import ScalarWatch, TraceHistory
 
 __all__ = [
     "JitState",
@@ -52,13 +52,24 @@ class JitState:
         #: The traces that completed: how many, and what the latest saw of
         #: each leaf (a retrace is explained against the nearest).
         self.traces = TraceHistory()
-        #: Retraces each unmarked Python scalar caused, by leaf path; whether
-        #: the warning about them came (once per function).
-        self.scalar_changes: dict[str, int] = {}
-        self.warned_scalars = False
+        #: The unmarked Python scalars that caused retraces (one warning).
+        self.scalars = ScalarWatch()
         self._wrappers: weakref.WeakSet[Any] = weakref.WeakSet()
         #: Set for a bound method's state: the instance it was made for.
         self.instance: weakref.ref[Any] | None = None
+
+    def clear(self) -> None:
+        """Forget every program, plan, key and trace (`Jitted.clear_cache`)."""
+        with self.lock:
+            for compiled in self.compiled.values():
+                clear = getattr(compiled, "clear_cache", None)
+                if clear is not None:
+                    clear()
+            self.splitter.clear()
+            self.compiled.clear()
+            self.callers.clear()
+            self.traces.clear()
+            self.scalars.clear()
 
     def attach(self, wrapper: Any) -> None:
         with self.lock:

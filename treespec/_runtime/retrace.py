@@ -11,11 +11,15 @@ from collections.abc import Sequence
 import jax
 from jax.tree_util import keystr
 
+from .._model.errors import location
 from .diagnose import aval
 from .plan import CallView, Kind
+from .processes import log_prefix
 
 __all__ = [
     "MAX_TRACES_KEPT",
+    "RETRACE_WARNING_AFTER",
+    "ScalarWatch",
     "Seen",
     "TraceHistory",
     "describe_retrace",
@@ -192,3 +196,69 @@ def log_retrace(prefix: str, transform: str, name: str, count: int, why: str) ->
         count,
         why,
     )
+
+
+#: Retraces caused by one unmarked Python scalar before the warning comes.
+RETRACE_WARNING_AFTER = 5
+
+
+def retrace_warnings_enabled() -> bool:
+    """Whether the retrace-storm warning is on (`TREESPEC_RETRACE_WARNING=0`: off)."""
+    return os.environ.get("TREESPEC_RETRACE_WARNING", "1") not in ("", "0")
+
+
+class ScalarWatch:
+    """Warns once per function when unmarked Python scalars, held static by
+    the 'infer' default, keep forcing new traces."""
+
+    def __init__(self) -> None:
+        #: Retraces each unmarked Python scalar caused, by leaf path.
+        self.changes: dict[str, int] = {}
+        #: Whether the warning came (once per function).
+        self.warned = False
+
+    def clear(self) -> None:
+        self.changes.clear()
+        self.warned = False
+
+    def seen(
+        self,
+        name: str,
+        count: int,
+        view: CallView,
+        before: dict[str, Seen],
+        now: dict[str, Seen],
+    ) -> None:
+        """A retrace of function `name` (its `count`-th trace) from `before`
+        to `now`: count the unmarked scalars that changed, warn past the
+        threshold."""
+        if self.warned:
+            return
+        for info, kind, leaf in view.pairs:
+            if (
+                kind is not Kind.STATIC
+                or not info.source.startswith("default 'infer'")
+                or type(leaf) not in (int, float, complex)
+                or before.get(info.path, now[info.path]) == now[info.path]
+            ):
+                continue
+            changes = self.changes.get(info.path, 0) + 1
+            self.changes[info.path] = changes
+            if changes >= RETRACE_WARNING_AFTER and retrace_warnings_enabled():
+                self.warned = True
+                logger.warning(
+                    "%streespec.jit: %s traced %d times, each time for a new value "
+                    "of the unmarked Python %s at %s (now %r), which the 'infer' "
+                    "default holds static: every new value compiles anew. Mark "
+                    "it Dynamic[%s] (or give it static_flags=False) to trace it "
+                    "instead. (This warning comes once per function; silence it "
+                    "with TREESPEC_RETRACE_WARNING=0 or the 'treespec' logger.)",
+                    log_prefix(),
+                    name,
+                    count,
+                    type(leaf).__name__,
+                    location(info.argument, info.path),
+                    leaf,
+                    type(leaf).__name__,
+                )
+                return

@@ -15,17 +15,12 @@ from typing import Any
 from .._model.errors import ValidationError
 from .._model.spec import AnyNode, Spec
 from .bind import Binder
+from .call_route import CallRoute
 from .flags import Flags
 from .layout import whole_kind
 from .plan import CallView
-from .routes import (
-    CallRoute,
-    Key,
-    PositionalRoute,
-    Route,
-    RouteContext,
-    key_split,
-)
+from .positional import PositionalRoute
+from .routes import Key, Route, RouteContext, key_split
 from .validate import Pair, check_call, check_view, return_pairs
 
 __all__ = ["Key", "Splitter", "route_of"]

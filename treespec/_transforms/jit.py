@@ -2,33 +2,31 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
-import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Concatenate, Protocol, Self, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 import jax
 from typing_extensions import ParamSpec
 
-from .._model.errors import SpecError, location
+from .._model.errors import SpecError
 from .._runtime.api import caller_namespace
 from .._runtime.cache import JitState, freeze, shared_state
 from .._runtime.layout import is_sharding
 from .._runtime.partition import combine
-from .._runtime.plan import CallView, Kind, Split
+from .._runtime.plan import Split
 from .._runtime.processes import ProcessCheck, check_enabled, log_prefix
 from .._runtime.retrace import (
-    Seen,
     describe_retrace,
     describe_view,
     explain_enabled,
     log_retrace,
 )
 from .._runtime.routes import Key, key_split
-from .base import BoundTransform, Transformed, weak_method
+from .base import Transformed, weak_method
+from .jit_stages import JitStages
+from .methods import unbind
 from .outputs import WithStatic
-from .stages import Lowered, StagedCall, staged_jit
 
 __all__ = ["Jitted", "jit"]
 
@@ -36,15 +34,6 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 logger = logging.getLogger("treespec")
-
-#: Retraces caused by one unmarked Python scalar before the warning comes.
-RETRACE_WARNING_AFTER = 5
-
-
-def retrace_warnings_enabled() -> bool:
-    """Whether the retrace-storm warning is on (`TREESPEC_RETRACE_WARNING=0`: off)."""
-    return os.environ.get("TREESPEC_RETRACE_WARNING", "1") not in ("", "0")
-
 
 _FORBIDDEN = {
     "static_argnums": "mark the leaves Static[...] or pass static_flags=",
@@ -54,28 +43,17 @@ _FORBIDDEN = {
 }
 
 
-_Q = ParamSpec("_Q")
-_S = TypeVar("_S")
-_R_co = TypeVar("_R_co", covariant=True)
+def _refuse_per_argument(jax_kwargs: Mapping[str, Any]) -> None:
+    """`jax.jit`'s per-argument options have per-leaf counterparts here."""
+    for name, fix in _FORBIDDEN.items():
+        if name in jax_kwargs:
+            raise SpecError(
+                f"treespec.jit does not take {name}: {fix}. treespec decides "
+                "per leaf, not per argument."
+            )
 
 
-class BoundJitted(BoundTransform[_Q, _R_co], Protocol[_Q, _R_co]):
-    """What a jitted method is on an instance, to a type checker: a
-    `BoundTransform` (the method with `self` bound, its `.spec`), and the
-    stages with the instance bound (on an Equinox Module; on other classes
-    they are the function's)."""
-
-    @property
-    def trace_count(self) -> int: ...
-
-    def lower(self, *args: _Q.args, **kwargs: _Q.kwargs) -> Lowered: ...
-
-    def trace(self, *args: _Q.args, **kwargs: _Q.kwargs) -> jax.stages.Traced: ...
-
-    def eval_shape(self, *args: _Q.args, **kwargs: _Q.kwargs) -> Any: ...
-
-
-class Jitted(Transformed[_P, _R]):
+class Jitted(JitStages[_P, _R]):
     """A function compiled by [`treespec.jit`][treespec.jit]. Call it like the
     original.
 
@@ -106,20 +84,6 @@ class Jitted(Transformed[_P, _R]):
 
     _name = "jit"
 
-    if TYPE_CHECKING:
-
-        @overload
-        def __get__(self, instance: None, owner: type | None = None) -> Self: ...
-
-        @overload
-        def __get__(
-            self: Jitted[Concatenate[_S, _Q], _R],
-            instance: _S,
-            owner: type | None = None,
-        ) -> BoundJitted[_Q, _R]: ...
-
-        def __get__(self, instance: Any, owner: type | None = None) -> Any: ...
-
     def __init__(
         self,
         fun: Callable[_P, _R],
@@ -132,12 +96,7 @@ class Jitted(Transformed[_P, _R]):
         localns: Mapping[str, Any],
         check_processes: bool | None = None,
     ) -> None:
-        for name, fix in _FORBIDDEN.items():
-            if name in jax_kwargs:
-                raise SpecError(
-                    f"treespec.jit does not take {name}: {fix}. treespec decides "
-                    "per leaf, not per argument."
-                )
+        _refuse_per_argument(jax_kwargs)
         kwargs = dict(jax_kwargs)
         in_shardings = kwargs.pop("in_shardings", None)
         self._explain = explain_enabled(explain_recompiles)
@@ -187,68 +146,6 @@ class Jitted(Transformed[_P, _R]):
 
     def _copied_from(self, other: Transformed[Any, Any]) -> None:
         self._state.attach(self)
-
-    @property
-    def trace_count(self) -> int:
-        """How often this function traced (shared by equal wrappers of it).
-
-        A trace that raised (a `ValidationError`, an error in the function)
-        is not counted: only traces that completed, each a program JAX then
-        keeps for its key.
-        """
-        return self._state.traces.count
-
-    def clear_cache(self) -> None:
-        """Drop this function's compiled programs, plans and keys.
-
-        Frees what treespec keeps for the function (its plans, keys and
-        interned keys, the retrace history) and empties its `jax.jit` caches,
-        so the next call traces and compiles again. It does not free what
-        JAX's own global caches keep, exactly as for `jax.jit`: the keys of
-        past calls, and so their static values (bounded caches, by value),
-        and traced programs JAX may still reuse. `jax.clear_caches()` empties
-        those, for every function.
-
-        A function that is dropped needs neither: when its last wrapper and
-        the function go, everything it compiled goes with them. A long sweep
-        that builds a step function per trial grows no more than with
-        `jax.jit` if each trial's step is dropped (or goes out of scope)
-        before the next; a function that lives on and is called with ever
-        new static values keeps one program per value, as `jax.jit` does:
-        call `clear_cache()` between phases, or mark such a leaf
-        `Dynamic[...]`. See [Performance](performance.md#a-long-life).
-
-        !!! example
-
-            ```python
-            import jax.numpy as jnp
-            import treespec
-            from treespec import Static
-
-            @treespec.jit
-            def f(x, n: Static[int]):
-                return x * n
-
-            for n in range(3):
-                f(jnp.ones(2), n)
-            assert f.trace_count == 3
-            f.clear_cache()
-            f(jnp.ones(2), 0)  # traced and compiled again
-            assert f.trace_count == 4
-            ```
-        """
-        state = self._state
-        with state.lock:
-            for compiled in state.compiled.values():
-                clear = getattr(compiled, "clear_cache", None)
-                if clear is not None:
-                    clear()
-            state.splitter.clear()
-            state.compiled.clear()
-            state.callers.clear()
-            state.traces.clear()
-            state.scalar_changes.clear()
-            state.warned_scalars = False
 
     def _caller(self, split: Split) -> Callable[..., Any]:
         state = self._state
@@ -301,44 +198,10 @@ class Jitted(Transformed[_P, _R]):
                         state.traces.count,
                         "; ".join(describe_retrace(before, now)),
                     )
-                self._watch_scalars(view, before, now)
-        return out
-
-    def _watch_scalars(
-        self, view: CallView, before: dict[str, Seen], now: dict[str, Seen]
-    ) -> None:
-        """Warn once when unmarked Python scalars keep forcing new traces."""
-        state = self._state
-        if state.warned_scalars:
-            return
-        for info, kind, leaf in view.pairs:
-            if (
-                kind is not Kind.STATIC
-                or not info.source.startswith("default 'infer'")
-                or type(leaf) not in (int, float, complex)
-                or before.get(info.path, now[info.path]) == now[info.path]
-            ):
-                continue
-            changes = state.scalar_changes.get(info.path, 0) + 1
-            state.scalar_changes[info.path] = changes
-            if changes >= RETRACE_WARNING_AFTER and retrace_warnings_enabled():
-                state.warned_scalars = True
-                logger.warning(
-                    "%streespec.jit: %s traced %d times, each time for a new value "
-                    "of the unmarked Python %s at %s (now %r), which the 'infer' "
-                    "default holds static: every new value compiles anew. Mark "
-                    "it Dynamic[%s] (or give it static_flags=False) to trace it "
-                    "instead. (This warning comes once per function; silence it "
-                    "with TREESPEC_RETRACE_WARNING=0 or the 'treespec' logger.)",
-                    log_prefix(),
-                    self.__treespec_spec__.name,
-                    state.traces.count,
-                    type(leaf).__name__,
-                    location(info.argument, info.path),
-                    leaf,
-                    type(leaf).__name__,
+                state.scalars.seen(
+                    self.__treespec_spec__.name, state.traces.count, view, before, now
                 )
-                return
+        return out
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         splitter = self._splitter
@@ -386,70 +249,6 @@ class Jitted(Transformed[_P, _R]):
         if type(out) is WithStatic:  # inlined join_output: this is the hot path
             return combine(out.dynamic, out.static)  # type: ignore[no-any-return]
         return out  # type: ignore[no-any-return]
-
-    def trace(self, *args: _P.args, **kwargs: _P.kwargs) -> jax.stages.Traced:
-        """Trace for these arguments, as `jax.jit(...).trace`: JAX's `Traced`
-        (`.jaxpr`, `.out_info`, `.lower()`).
-
-        Its arguments are the user's with `None` at each static leaf (the
-        static values are constants of the trace), without the arguments
-        whose every leaf is static (as `jax.jit`'s `static_argnums`), and so
-        are those of what it lowers and compiles to. `jax.export.export(f)`
-        calls this: see [Ahead of time and export](aot.md).
-        """
-        call, staged = self._staged(args, kwargs)
-        traced: jax.stages.Traced = staged.trace(*call.args, **call.kwargs)
-        return traced
-
-    def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> Lowered:
-        """Lower for these arguments, as `jax.jit(...).lower`: a
-        [`Lowered`][treespec._transforms.stages.Lowered], whose `.compile()` gives a
-        [`Compiled`][treespec._transforms.stages.Compiled] called like the function."""
-        call, staged = self._staged(args, kwargs)
-        lowered = staged.lower(*call.args, **call.kwargs)
-        return Lowered(lowered, call)
-
-    def eval_shape(self, *args: _P.args, **kwargs: _P.kwargs) -> Any:
-        """The output for these arguments without computing it: a
-        `jax.ShapeDtypeStruct` for each array, the values of the rest."""
-        call, staged = self._staged(args, kwargs)
-        return call.output(staged.eval_shape(*call.args, **call.kwargs))
-
-    def _staged(self, args: Any, kwargs: Any) -> tuple[StagedCall, Any]:
-        """The call as its stages see it, and the `jax.jit` they are of."""
-        call = self._staged_call(args, kwargs)
-        return call, staged_jit(call, self._traced, self._jax_kwargs)
-
-    def _staged_call(self, args: Any, kwargs: Any) -> StagedCall:
-        try:
-            return StagedCall(self._splitter, args, kwargs)
-        except TypeError as error:
-            if isinstance(error, SpecError):
-                raise
-            params = self.spec.params
-            if not params or params[0].name not in ("self", "cls"):
-                raise
-            name = self.spec.name
-            raise TypeError(
-                f"{error}. A method's stages take the instance first: "
-                f"{name}.lower(instance, ...) (an instance's method does not "
-                "bind it for `lower`)"
-            ) from None
-
-
-def _unbind(fun: Any, static_flags: Any) -> tuple[Any, Any, Any] | None:
-    """`(function, instance, flags for the function)` of a bound method."""
-    # `types.MethodType`, and method objects like Equinox's bound methods.
-    func = getattr(fun, "__func__", None)
-    instance = getattr(fun, "__self__", None)
-    if instance is None or isinstance(instance, type) or not inspect.isfunction(func):
-        return None
-    if static_flags is None or isinstance(static_flags, Mapping):
-        return func, instance, static_flags
-    if isinstance(static_flags, (list, tuple)) and not hasattr(static_flags, "_fields"):
-        return func, instance, [None, *static_flags]  # nothing said for `self`
-    names = list(inspect.signature(func).parameters)[1:]
-    return func, instance, dict.fromkeys(names, static_flags)
 
 
 @overload
@@ -553,7 +352,7 @@ def jit(
         # A bound method: jit its function with the instance as an argument,
         # resolved like any other (its arrays traced), so the trace serves
         # every instance of the same structure, as `equinox.filter_jit(m.method)`.
-        bound = _unbind(f, static_flags)
+        bound = unbind(f, static_flags)
         target, flags = (bound[0], bound[2]) if bound else (f, static_flags)
         jitted = Jitted(
             target,

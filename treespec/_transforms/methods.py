@@ -13,20 +13,26 @@ that takes one keeps working:
 - on any other class, Python's `types.MethodType` (`inspect.ismethod`, one
   leaf of a tree, pickled by the instance and the name). Attribute access on
   it reaches the transform itself: `Class.method.lower(instance, ...)`.
+
+The other way round, a bound method handed to a transform
+(`treespec.jit(model.apply)`) is taken apart by `unbind`: the function, the
+instance, and the flags said for the function's parameters after `self`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import threading
 import types
+from collections.abc import Mapping
 from typing import Any
 
 from .._model.held import EQX_MODULES
 from .._runtime.classes import mro_names
 
-__all__ = ["method_get"]
+__all__ = ["method_get", "unbind"]
 
 _lock = threading.Lock()
 #: Classes known to be Equinox Modules, and known not to be.
@@ -133,3 +139,18 @@ def _make_bound_class() -> type:
         if _bound_class is None:
             _bound_class = TransformedMethod
     return _bound_class
+
+
+def unbind(fun: Any, static_flags: Any) -> tuple[Any, Any, Any] | None:
+    """`(function, instance, flags for the function)` of a bound method."""
+    # `types.MethodType`, and method objects like Equinox's bound methods.
+    func = getattr(fun, "__func__", None)
+    instance = getattr(fun, "__self__", None)
+    if instance is None or isinstance(instance, type) or not inspect.isfunction(func):
+        return None
+    if static_flags is None or isinstance(static_flags, Mapping):
+        return func, instance, static_flags
+    if isinstance(static_flags, (list, tuple)) and not hasattr(static_flags, "_fields"):
+        return func, instance, [None, *static_flags]  # nothing said for `self`
+    names = list(inspect.signature(func).parameters)[1:]
+    return func, instance, dict.fromkeys(names, static_flags)

@@ -19,7 +19,7 @@ from mypy.types import CallableType, FunctionLike
 CALLS: Final = frozenset(
     {
         "treespec._transforms.jit.Jitted.__call__",
-        "treespec._transforms.jit.BoundJitted.__call__",
+        "treespec._transforms.jit_stages.BoundJitted.__call__",
         "treespec._transforms.base.Transformed.__call__",
         "treespec._transforms.base.Counted.__call__",
         "treespec._transforms.base.BoundTransform.__call__",

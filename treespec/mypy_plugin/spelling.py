@@ -32,7 +32,9 @@ _MARKER_CLASSES: Final = frozenset(
 #: The marker aliases, by the full name mypy resolves them to (an import under
 #: another name, `from treespec import Static as S`, resolves to the same).
 MARKER_ALIASES: Final = {
-    f"treespec{module}.{m.title}": m for m in Marker for module in ("", "._model.markers")
+    f"treespec{module}.{m.title}": m
+    for m in Marker
+    for module in ("", "._model.markers")
 }
 ANNOTATED: Final = frozenset({"typing.Annotated", "typing_extensions.Annotated"})
 _UNIONS: Final = frozenset(

@@ -1,0 +1,61 @@
+"""The route of any call: `(args, kwargs)` flattened together.
+
+Calls with keywords or extra `*args` take it (the positional route takes the
+rest); its key and its plans are those of every route (`routes.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+
+from .._model.errors import Issue
+from .plan import CallView, Split
+from .routes import Key, Route, flatten, key_split, key_static, make_key
+from .validate import call_issues
+
+__all__ = ["CallRoute"]
+
+
+class CallRoute(Route):
+    """Any call: `(args, kwargs)` flattened together."""
+
+    def split(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Key, Sequence[Any]]:
+        leaves, treedef = flatten((args, kwargs))
+        plan = self._plans.get(treedef) or self._plan(args, kwargs, treedef)
+        split = plan.fixed or plan.split(leaves)
+        static = split.get_static(leaves)
+        return make_key(split, static), split.get_dynamic(leaves)
+
+    def rebuild(
+        self, key: Key, dynamic: Sequence[Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        split = key_split(key)
+        args, kwargs = jax.tree_util.tree_unflatten(
+            split.plan.treedef, split.merge(key_static(key), dynamic)
+        )
+        return tuple(args), dict(kwargs)
+
+    def view(self, key: Key, dynamic: Sequence[Any]) -> CallView:
+        split = key_split(key)
+        leaves = split.merge(key_static(key), dynamic)
+        return CallView([], split.pairs(leaves), split.plan.held)
+
+    def donate_argnums(self, split: Split, offset: int = 1) -> tuple[int, ...]:
+        return tuple(offset + d for d in split.donate)
+
+    def in_shardings(self, split: Split) -> tuple[Any, ...] | None:
+        shardings = self._leaf_shardings(split)
+        return None if shardings is None else tuple(shardings)
+
+    def diagnose(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Issue]:
+        leaves, treedef = flatten((args, kwargs))
+        plan = self._plans.get(treedef)
+        if plan is None:
+            return []
+        pairs = plan.split(leaves).pairs(leaves)
+        return call_issues(self.ctx.spec, pairs, check=self.ctx.validate)
