@@ -15,7 +15,7 @@ import pytest
 
 from treespec._runtime.api import spec_for
 from treespec._runtime.flags import normalize_flags
-from treespec._runtime.resolve import build_plan
+from treespec._runtime.planning import build_plan
 
 
 def resolve(

@@ -266,6 +266,15 @@ def test_the_spec_model_and_the_plugin_import_no_jax() -> None:
     assert wrong == {}
 
 
+def test_no_module_class_or_function_is_over_its_gauge() -> None:
+    over = [
+        line
+        for path in _modules().values()
+        for line in _sizes(path, str(path.relative_to(ROOT)))
+    ]
+    assert over == []
+
+
 def test_the_checks_find_what_they_look_for(tmp_path: Path) -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
     assert _floors({"a": {"b"}, "b": {"c"}, "c": set()}) == 3

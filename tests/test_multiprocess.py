@@ -23,6 +23,7 @@ import pytest
 import treespec
 from tests.multiprocess import launch
 from treespec import Static
+from treespec._runtime import key_text
 from treespec._runtime import processes as _processes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,13 +111,13 @@ class _Opaque:
 
 
 def test_stable_repr_has_no_addresses_and_no_hash_order() -> None:
-    assert _processes.stable_repr(_module_function) == (
+    assert key_text.stable_repr(_module_function) == (
         "tests.test_multiprocess._module_function"
     )
-    assert _processes.stable_repr(_Opaque) == "tests.test_multiprocess._Opaque"
-    assert "0x" not in _processes.stable_repr(_Opaque())
-    assert _processes.stable_repr(frozenset({"b", "a"})) == "frozenset({'a', 'b'})"
-    assert _processes.stable_repr((1, [2.0, True], {"k": None})) == (
+    assert key_text.stable_repr(_Opaque) == "tests.test_multiprocess._Opaque"
+    assert "0x" not in key_text.stable_repr(_Opaque())
+    assert key_text.stable_repr(frozenset({"b", "a"})) == "frozenset({'a', 'b'})"
+    assert key_text.stable_repr((1, [2.0, True], {"k": None})) == (
         "(1, [2.0, True], {'k': None})"
     )
 

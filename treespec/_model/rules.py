@@ -43,7 +43,7 @@ __all__ = [
     "union_fix",
 ]
 
-#: The `default=` policies a transform takes (`DEFAULTS` of `_runtime/resolve.py`).
+#: The `default=` policies a transform takes (`DEFAULTS` of `_runtime/planning.py`).
 DEFAULT_POLICIES: Final = ("infer", "static", "dynamic", "error")
 
 #: Types whose instances are arrays: traced under the "infer" policy.

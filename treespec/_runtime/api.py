@@ -16,11 +16,14 @@ import jax
 from .._model.errors import SpecError, ValidationError
 from .._model.rules import uncovered_fix
 from .._model.spec import POSITIONAL_KINDS, AnyNode, Spec
+from .call_checks import plan_issues
+from .derive import derive_spec
 from .flags import FlagEntry, Flags, normalize_flags
-from .hints import Context, derive_spec, parse_annotation
+from .hints import parse_annotation
 from .plan import Kind, LeafInfo, Plan
-from .resolve import build_plan, check_default, walk_value
-from .validate import plan_issues
+from .planning import build_plan, check_default
+from .resolve import walk_value
+from .typing_forms import Context
 
 __all__ = [
     "caller_namespace",

@@ -12,9 +12,9 @@ from typing import Any
 import jax
 
 from .._model.errors import Issue
+from .call_checks import call_issues
 from .plan import CallView, Split
 from .routes import Key, Route, flatten, key_split, key_static, make_key
-from .validate import call_issues
 
 __all__ = ["CallRoute"]
 

@@ -14,9 +14,10 @@ from typing_extensions import ParamSpec
 from .._model.errors import SpecError, ValidationError
 from .api import caller_namespace, in_class_body, spec_for
 from .flags import Flags
-from .hints import Context, parse_annotation
+from .hints import parse_annotation
 from .resolve import walk_value
 from .splitter import Splitter
+from .typing_forms import Context
 from .validate import check_call, pairs_of
 
 __all__ = ["checked", "validate", "validation_enabled"]

@@ -1,13 +1,15 @@
-"""From annotations to a `Spec`: follow every kind of hint DESIGN.md lists."""
+"""From annotations to spec nodes: follow every kind of hint DESIGN.md lists.
+
+`parse_annotation` turns one typing object into a node (containers, classes
+with fields, unions, markers, leaves), reading it with `typing_forms.py`;
+`derive.py` does so for each parameter of a function.
+"""
 
 from __future__ import annotations
 
 import collections.abc
 import dataclasses
-import functools
 import inspect
-import sys
-import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ForwardRef, TypeVar, get_args, get_origin
@@ -21,9 +23,6 @@ from .._model.markers import marker_of
 from .._model.rules import (
     MAPPING_TYPES,
     SEQUENCE_TYPES,
-    marked_union_conflict,
-    union_conflict,
-    union_fix,
 )
 from .._model.spec import (
     AnyNode,
@@ -33,10 +32,8 @@ from .._model.spec import (
     MappingNode,
     Node,
     NoneNode,
-    Param,
     PyTreeNode,
     SequenceNode,
-    Spec,
     UnionNode,
 )
 from .classes import (
@@ -47,155 +44,21 @@ from .classes import (
     is_class_backed,
     unfollowed_markers,
 )
-from .wrappers import report_hidden_markers
+from .typing_forms import (
+    NOT_REQUIRED,
+    READONLY,
+    REQUIRED,
+    UNION_TYPES,
+    Context,
+    check_marked_union,
+    check_union,
+    is_array_class,
+    is_jaxtyping_array,
+    is_jaxtyping_pytree,
+    type_text,
+)
 
-__all__ = [
-    "Context",
-    "check_unfollowed",
-    "derive_spec",
-    "is_jaxtyping_array",
-    "parse_annotation",
-    "type_text",
-]
-
-_NOT_REQUIRED = {typing_extensions.NotRequired}
-_NOT_REQUIRED |= {typing.NotRequired} if hasattr(typing, "NotRequired") else set()
-_REQUIRED = {typing_extensions.Required, *_NOT_REQUIRED}
-_REQUIRED |= {typing.Required} if hasattr(typing, "Required") else set()
-_READONLY = {m.ReadOnly for m in (typing, typing_extensions) if hasattr(m, "ReadOnly")}
-_UNION_TYPES: tuple[Any, ...] = (typing.Union, types.UnionType)
-
-
-def _arg_text(arg: Any) -> str:
-    """A type argument as written: `...`, a `Callable`'s `[int, str]`, a type."""
-    if arg is Ellipsis:
-        return "..."
-    if isinstance(arg, (list, tuple)):
-        return f"[{', '.join(_arg_text(a) for a in arg)}]"
-    return type_text(arg)
-
-
-def type_text(annotation: Any) -> str:
-    """How an annotation reads in a message: `Static[int]`, `Float[Array, 'b n']`."""
-    base, markers, _ = marker_of(annotation)
-    if markers:
-        inner = type_text(base)
-        for m in markers:
-            inner = f"{m.title}[{inner}]"
-        return inner
-    if annotation is type(None) or annotation is None:
-        return "None"
-    if isinstance(annotation, str):
-        return annotation
-    if isinstance(annotation, ForwardRef):
-        return annotation.__forward_arg__
-    if isinstance(annotation, TypeVar):
-        return annotation.__name__
-    origin = get_origin(annotation)
-    if origin in _UNION_TYPES:
-        return " | ".join(type_text(a) for a in get_args(annotation))
-    if origin is not None:
-        args = get_args(annotation)
-        name = getattr(origin, "__name__", None) or repr(origin).replace("typing.", "")
-        if origin is typing.Literal:
-            return f"Literal[{', '.join(repr(a) for a in args)}]"
-        if not args:
-            return name
-        parts = [_arg_text(a) for a in args]
-        return f"{name}[{', '.join(parts)}]"
-    if isinstance(annotation, type):
-        name = annotation.__name__
-        return name.replace("jaxlib._jax.Array", "Array").replace("jaxlib._jax.", "")
-    return repr(annotation).replace("typing.", "")
-
-
-class Context:
-    """What one derivation needs: namespaces, TypeVar bindings, class cache."""
-
-    def __init__(self, globalns: dict[str, Any], localns: Mapping[str, Any]) -> None:
-        self.globalns = globalns
-        self.localns = dict(localns)
-        self.classes: dict[tuple[Any, ...], ClassBacked] = {}
-        #: Forward references being expanded (recursive aliases stop there).
-        self.expanding: set[str] = set()
-
-    def evaluate(self, annotation: Any, where: str, module: str | None = None) -> Any:
-        # A quoted hint under `from __future__ import annotations` is a string
-        # whose value is a string: evaluate until it is not.
-        for _ in range(3):
-            annotation = self._evaluate_once(annotation, where, module)
-            if not isinstance(annotation, (str, ForwardRef)):
-                break
-        return annotation
-
-    def _evaluate_once(self, annotation: Any, where: str, module: str | None) -> Any:
-        if isinstance(annotation, ForwardRef):
-            annotation = annotation.__forward_arg__
-        if not isinstance(annotation, str):
-            return annotation
-        globalns = self.globalns
-        if module is not None and module in sys.modules:
-            globalns = vars(sys.modules[module])  # read only: no copy needed
-        try:
-            return eval(annotation, globalns, self.localns)
-        except Exception as exc:
-            raise SpecError(
-                f"cannot resolve the forward reference {annotation!r} in {where}: "
-                f"{type(exc).__name__}: {exc}. Define the name at module level, or "
-                "in the scope where the decorator runs, before the function is "
-                "decorated (a method's annotations may also name classes of its "
-                "module defined later, such as its own class: those are looked "
-                "up at the first call)."
-            ) from exc
-
-
-def is_jaxtyping_array(tp: Any) -> bool:
-    jaxtyping = sys.modules.get("jaxtyping")
-    return (
-        jaxtyping is not None
-        and isinstance(tp, type)
-        and issubclass(tp, jaxtyping.AbstractArray)
-    )
-
-
-def _is_jaxtyping_pytree(tp: Any) -> bool:
-    jaxtyping = sys.modules.get("jaxtyping")
-    return jaxtyping is not None and (
-        tp is jaxtyping.PyTree or type(tp) is type(jaxtyping.PyTree)
-    )
-
-
-def _is_array_class(tp: Any) -> bool:
-    if not isinstance(tp, type):
-        return False
-    from .._model.rules import ARRAY_TYPES
-
-    jax = sys.modules.get("jax")
-    if jax is not None and issubclass(tp, jax.Array):
-        return True  # whatever module JAX's version defines it in
-    return any(f"{c.__module__}.{c.__qualname__}" in ARRAY_TYPES for c in tp.__mro__)
-
-
-def _check_union(members: tuple[Node, ...], where: str, text: str) -> None:
-    """Members of a union must agree on their markers (None aside)."""
-    shown = union_conflict(members)
-    if shown is not None:
-        raise SpecError(
-            f"the union {text} in {where} has members that disagree on markers: "
-            f"{shown}. {union_fix()}"
-        )
-
-
-def _check_marked_union(node: UnionNode, marker: Any, where: str, text: str) -> None:
-    """A marker around a union covers its members: one of them marked otherwise
-    is a marker directly inside another (nothing lies between them)."""
-    member = marked_union_conflict(node, marker)
-    if member is not None:
-        raise SpecError(
-            f"{where} is annotated {text}: the member {member.text} of the "
-            f"union has its own marker inside {marker.title}[...], a marker "
-            f"directly inside another. {union_fix()}"
-        )
+__all__ = ["check_unfollowed", "parse_annotation"]
 
 
 def parse_annotation(
@@ -216,14 +79,14 @@ def parse_annotation(
     special = _special(annotation, at)
     if special is not None:
         return special
-    if _is_jaxtyping_pytree(annotation):
+    if is_jaxtyping_pytree(annotation):
         leaftype = getattr(annotation, "leaftype", Any)
         leaf = at.parse(leaftype, f"{where} (PyTree leaf)")
         return PyTreeNode(leaf=leaf, text=at.text, origin=where)
     if (
         is_jaxtyping_array(annotation)
-        or _is_array_class(annotation)
-        or _is_array_class(get_origin(annotation))  # np.ndarray[Any, np.dtype[...]]
+        or is_array_class(annotation)
+        or is_array_class(get_origin(annotation))  # np.ndarray[Any, np.dtype[...]]
     ):
         return at.leaf(annotation, is_array=True)
     origin = get_origin(annotation)
@@ -291,7 +154,7 @@ def _marked(base: Any, markers: Sequence[Any], at: _At) -> Node:
             "Use exactly one of Static/Dynamic/Donate here."
         )
     if isinstance(node, UnionNode):
-        _check_marked_union(node, markers[0], at.where, at.text)
+        check_marked_union(node, markers[0], at.where, at.text)
     return node.with_marker(markers[0], at.text)
 
 
@@ -313,11 +176,11 @@ def _special(annotation: Any, at: _At) -> Node | None:
 
 def _generic(annotation: Any, origin: Any, args: tuple[Any, ...], at: _At) -> Node:
     """An annotation with type arguments: `list[int]`, `A | B`, `Literal[...]`."""
-    if origin in _REQUIRED or origin in _READONLY:
+    if origin in REQUIRED or origin in READONLY:
         return at.parse(args[0])
-    if origin in _UNION_TYPES:
+    if origin in UNION_TYPES:
         members = tuple(at.parse(a) for a in args)
-        _check_union(members, at.where, at.text)
+        check_union(members, at.where, at.text)
         return UnionNode(members=members, text=at.text, origin=at.where)
     if origin is typing.Literal or origin is typing_extensions.Literal:
         names = (
@@ -474,9 +337,9 @@ def _fill_class_node(
             # Python < 3.12 cannot see Required/NotRequired inside string hints
             # (`from __future__ import annotations`); they are evaluated here.
             qualifier = get_origin(evaluated)
-            if qualifier in _NOT_REQUIRED:
+            if qualifier in NOT_REQUIRED:
                 required.discard(field)
-            elif qualifier in _REQUIRED:
+            elif qualifier in REQUIRED:
                 required.add(field)
             node.body.fields[field] = parse_annotation(
                 evaluated, ctx, where, bindings, module
@@ -507,61 +370,3 @@ def _check_held(node: ClassBacked, cls: type) -> None:
         problem = data_conflict(owner, field, child, says) if child else None
         if problem is not None:
             raise SpecError(problem)
-
-
-def _code_owner(fun: Any) -> Any:
-    """The plain function whose globals and closure the annotations were written in.
-
-    Looks through `functools.partial`, bound methods and `functools.wraps`
-    wrappers (`__wrapped__`).
-    """
-    while True:
-        if isinstance(fun, functools.partial):
-            fun = fun.func
-        elif inspect.ismethod(fun):
-            fun = fun.__func__
-        elif hasattr(fun, "__wrapped__"):
-            fun = fun.__wrapped__
-        else:
-            return fun
-
-
-def derive_spec(fun: Any, localns: Mapping[str, Any] | None = None) -> Spec:
-    """Derive the `Spec` of `fun` from its annotations (no caching here)."""
-    try:
-        signature = inspect.signature(fun)
-    except (TypeError, ValueError) as exc:
-        raise SpecError(f"cannot read the signature of {fun!r}: {exc}") from exc
-    report_hidden_markers(fun, signature)
-    target = _code_owner(fun)
-    globalns = dict(getattr(target, "__globals__", {}))
-    namespace = dict(localns or {})
-    closure = getattr(target, "__closure__", None)
-    code = getattr(target, "__code__", None)
-    if closure and code is not None:
-        for cell_name, cell in zip(code.co_freevars, closure):
-            try:
-                namespace.setdefault(cell_name, cell.cell_contents)
-            except ValueError:
-                continue
-    ctx = Context(globalns, namespace)
-    name = getattr(fun, "__qualname__", None) or getattr(
-        target, "__qualname__", repr(fun)
-    )
-    params = []
-    for p in signature.parameters.values():
-        where = f"parameter {p.name!r} of {name}"
-        node = parse_annotation(p.annotation, ctx, where)
-        params.append(
-            Param(
-                p.name,
-                p.kind,
-                node,
-                has_default=p.default is not inspect.Parameter.empty,
-            )
-        )
-    # A class called as a function makes what its `__new__` (or metaclass)
-    # makes, whatever its `__init__` says (`-> None`): nothing to check.
-    returned = Any if inspect.isclass(fun) else signature.return_annotation
-    returns = parse_annotation(returned, ctx, f"the return of {name}")
-    return Spec(name=str(name), params=tuple(params), returns=returns)

@@ -26,6 +26,7 @@ import jax
 from .._model.errors import Issue
 from .._model.spec import Param
 from . import routes
+from .call_checks import call_issues
 from .flags import FlagEntry
 from .layout import MixedKey, StaticKey, is_sharding
 from .plan import CallView, Kind, Split, getter
@@ -42,7 +43,6 @@ from .routes import (
     key_static,
     make_key,
 )
-from .validate import call_issues
 
 __all__ = ["PositionalRoute"]
 

@@ -27,19 +27,16 @@ With one process (no distributed client), `check` returns at once: no check.
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import json
 import os
-import re
 import threading
 import time
-import types
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 from .._model.errors import Issue, ValidationError, location
-from .plan import CallView, Kind
+from .key_text import Leaf, describe_key, digest, full_name, leaf_hash
+from .plan import CallView
 
 __all__ = [
     "CHECK_ENV",
@@ -47,11 +44,8 @@ __all__ = [
     "TIMEOUT_ENV",
     "ProcessCheck",
     "check_enabled",
-    "describe_key",
-    "digest",
     "log_prefix",
     "process_timeout",
-    "stable_repr",
 ]
 
 #: `TREESPEC_CHECK_PROCESSES=0` turns the check off where `jit` is not told.
@@ -69,7 +63,6 @@ _MISSED = "treespec/missed/"
 #: Text of a leaf kept in a published description (the digest covers it all).
 _SHOWN = 200
 _OFF = ("0", "false", "no", "off")
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def check_enabled(option: bool | None) -> bool:
@@ -112,116 +105,6 @@ def log_prefix() -> str:
     return "" if found is None else f"process {found[1]}: "
 
 
-def _full_name(obj: Any) -> str:
-    module = getattr(obj, "__module__", None) or "?"
-    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", "?")
-    return f"{module}.{name}"
-
-
-def stable_repr(value: Any, depth: int = 0) -> str:
-    """Text for `value` that is the same in every process for equal values.
-
-    Functions, classes and modules by `module.qualname`; containers item by
-    item (sets sorted: their order follows the per-process string hash); any
-    other value by its `repr` without memory addresses (`<X object>`).
-    """
-    if depth > 20:
-        return "..."
-    kind = type(value)
-    if kind is tuple or kind is list:
-        items = ", ".join(stable_repr(v, depth + 1) for v in value)
-        if kind is tuple:
-            return f"({items},)" if len(value) == 1 else f"({items})"
-        return f"[{items}]"
-    if kind is dict:
-        return (
-            "{"
-            + ", ".join(
-                f"{stable_repr(k, depth + 1)}: {stable_repr(v, depth + 1)}"
-                for k, v in value.items()
-            )
-            + "}"
-        )
-    if kind is set or kind is frozenset:
-        items = ", ".join(sorted(stable_repr(v, depth + 1) for v in value))
-        return f"{kind.__name__}({{{items}}})"
-    if isinstance(
-        value,
-        (
-            type,
-            types.FunctionType,
-            types.BuiltinFunctionType,
-            types.MethodDescriptorType,
-        ),
-    ):
-        return _full_name(value)
-    if isinstance(value, types.ModuleType):
-        return value.__name__
-    if isinstance(value, types.MethodType):
-        return (
-            f"{_full_name(value.__func__)} of {stable_repr(value.__self__, depth + 1)}"
-        )
-    try:
-        text = repr(value)
-    except Exception:  # a broken __repr__ says nothing the type does not
-        return f"<{_full_name(kind)}>"
-    return _ADDRESS.sub("", text)
-
-
-@dataclasses.dataclass(frozen=True)
-class Leaf:
-    """One leaf of a trace's key, as every process describes it."""
-
-    path: str
-    argument: str
-    kind: str  # "static", "dynamic" or "donate"
-    type: str  # a static leaf's type (module.qualname); "" for a traced one
-    text: str  # a static leaf's stable repr; dtype[shape] for a traced one
-
-
-def _aval(value: Any) -> str:
-    dims = ",".join(str(d) for d in getattr(value, "shape", ()))
-    return f"{getattr(value, 'dtype', type(value).__name__)}[{dims}]"
-
-
-def describe_key(view: CallView) -> list[Leaf]:
-    """Every leaf of one trace, sorted by path: the structure is the paths."""
-    import jax
-    from jax.tree_util import keystr
-
-    leaves = []
-    for param, value, _ in view.whole:
-        for path, leaf in jax.tree_util.tree_flatten_with_path(value)[0]:
-            leaves.append(
-                Leaf(param.name + keystr(path), param.name, "dynamic", "", _aval(leaf))
-            )
-    for info, kind, leaf in view.pairs:
-        if kind is Kind.STATIC:
-            leaves.append(
-                Leaf(
-                    info.path,
-                    info.argument,
-                    "static",
-                    _full_name(type(leaf)),
-                    stable_repr(leaf),
-                )
-            )
-        else:
-            leaves.append(Leaf(info.path, info.argument, kind.value, "", _aval(leaf)))
-    return sorted(leaves, key=lambda leaf: leaf.path)
-
-
-def _leaf_hash(leaf: Leaf) -> str:
-    text = json.dumps([leaf.kind, leaf.type, leaf.text])
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def digest(leaves: Sequence[Leaf]) -> str:
-    """The sha256 of a sorted key description: equal in every process for equal keys."""
-    text = json.dumps([[x.path, x.kind, x.type, x.text] for x in leaves])
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def _payload(leaves: Sequence[Leaf]) -> str:
     """What one process publishes for one trace: the digest, and for messages
     each leaf's (shortened) description and a hash of the whole of it."""
@@ -229,7 +112,7 @@ def _payload(leaves: Sequence[Leaf]) -> str:
         {
             "digest": digest(leaves),
             "leaves": [
-                [x.path, x.argument, x.kind, x.type, x.text[:_SHOWN], _leaf_hash(x)]
+                [x.path, x.argument, x.kind, x.type, x.text[:_SHOWN], leaf_hash(x)]
                 for x in leaves
             ],
         }
@@ -307,7 +190,7 @@ class ProcessCheck:
 
     def __init__(self, fun: Callable[..., Any]) -> None:
         #: Names the keys in the store; with the trace number, unique per trace.
-        self.name = _full_name(fun)
+        self.name = full_name(fun)
 
     def _next_trace(self) -> int:
         # Counted per name, not per wrapper: two wrappers of one function (or

@@ -9,52 +9,41 @@ structure disagrees with its annotation.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import threading
-from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from jax.tree_util import DictKey, GetAttrKey, SequenceKey, keystr
 
-from .._model.errors import Issue, SpecError, a_type, describe_value, location, plural
+from .._model.errors import Issue, SpecError, a_type, describe_value, location
 from .._model.held import held_conflict
 from .._model.markers import Marker
-from .._model.rules import DEFAULT_POLICIES, is_array_annotation, uncovered_fix
+from .._model.rules import is_array_annotation
 from .._model.spec import (
-    KEYWORD_KINDS,
     AnyNode,
     ClassNode,
     LeafNode,
     MappingNode,
     Node,
     NoneNode,
-    Param,
     PyTreeNode,
     SequenceNode,
-    Spec,
     UnionNode,
 )
-from .bind import check_fits
 from .classes import held_in, is_class_backed, is_nnx
-from .flags import FlagEntry, Flags, flag_child, flag_kind
-from .hints import Context, check_unfollowed, parse_annotation
-from .plan import Held, Kind, LeafInfo, Plan, not_array, static_in_grad
+from .flags import FlagEntry, flag_child, flag_kind
+from .hints import check_unfollowed, parse_annotation
+from .plan import Held, Kind, LeafInfo, not_array, static_in_grad
 from .tree import child_items, key_name
+from .typing_forms import Context
 
-__all__ = [
-    "DEFAULTS",
-    "build_plan",
-    "check_default",
-    "held_fields",
-    "walk_value",
-]
-
-#: The default policies (one table, read by the mypy plugin too).
-DEFAULTS: tuple[str, ...] = DEFAULT_POLICIES
+__all__ = ["Walk", "held_fields", "walk", "walk_value"]
 
 
 @dataclasses.dataclass
-class _Walk:
+class Walk:
+    """One walk's policy and what it found: a `LeafInfo` per leaf, the
+    structure's issues, the leaves no marker or flag covers, the held fields."""
+
     default: str
     check: bool
     #: Unannotated Python floats are traced (`grad` differentiates them).
@@ -137,26 +126,25 @@ def _union_marker(node: UnionNode) -> tuple[Marker, str] | None:
     return None
 
 
-def _walk(
-    w: _Walk,
-    value: Any,
+def _refine(
     node: Node,
-    path: str,
-    argument: str,
+    value: Any,
+    leaf: bool,
     marker: tuple[Marker, str] | None,
     flag: FlagEntry,
-    flag_src: str,
-) -> None:
-    children = child_items(value)
+) -> tuple[Node, tuple[Marker, str] | None]:
+    """The node that describes this value, and the nearest marker so far: a
+    union's member that the container fits, the annotations of an unannotated
+    value's own class."""
     if isinstance(node, UnionNode):
         # A marker around the union covers every member (a member marked
         # otherwise is refused when the spec is derived); unmarked members
         # share their markers (also checked then).
         if node.marker is not None:
             marker = (node.marker, f"{node.marker.title} on {node.origin}")
-        elif children is None:
+        elif leaf:
             marker = _union_marker(node) or marker
-        if children is not None:
+        if not leaf:
             node = _pick(node, value)  # a container: follow the member it fits
         # A leaf keeps the whole union: validation tries every member.
     if (
@@ -166,10 +154,27 @@ def _walk(
     ):
         if is_class_backed(type(value)):
             node = _node_for_class(type(value))
-        elif children is not None:
+        elif not leaf:
             check_unfollowed(type(value))
     if node.marker is not None:
         marker = (node.marker, f"{node.marker.title} on {node.origin}")
+    return node, marker
+
+
+def walk(
+    w: Walk,
+    value: Any,
+    node: Node,
+    path: str,
+    argument: str,
+    marker: tuple[Marker, str] | None,
+    flag: FlagEntry,
+    flag_src: str,
+) -> None:
+    """Resolve every leaf of `value` against `node` into `w`: the flag first,
+    then the nearest marker (`marker` so far), then the default."""
+    children = child_items(value)
+    node, marker = _refine(node, value, children is None, marker, flag)
 
     if w.check:
         wrong = _structure_issue(node, value)
@@ -193,7 +198,7 @@ def _walk(
         sub_src = flag_src
         if flag_kind(flag) not in ("none", "bool", "callable"):
             sub_src = flag_src + keystr((key,))
-        _walk(
+        walk(
             w,
             child,
             _child_node(node, key, index),
@@ -206,7 +211,7 @@ def _walk(
 
 
 def _held_fields(
-    w: _Walk,
+    w: Walk,
     value: Any,
     node: ClassNode,
     children: list[tuple[Any, Any]],
@@ -297,7 +302,7 @@ def _child_node(node: Node, key: Any, index: int) -> Node:
 
 
 def _leaf(
-    w: _Walk,
+    w: Walk,
     value: Any,
     node: Node,
     path: str,
@@ -331,38 +336,28 @@ def _leaf(
     if marker is not None:
         w.infos.append(LeafInfo(path, argument, marker[0], marker[1], node))
         return
+    w.infos.append(_by_default(w, node, path, argument))
+
+
+def _by_default(w: Walk, node: Node, path: str, argument: str) -> LeafInfo:
+    """A leaf no flag and no marker covers: what the `default=` policy says."""
     if w.default == "static":
-        w.infos.append(LeafInfo(path, argument, Kind.STATIC, "default 'static'", node))
-    elif w.default == "dynamic":
-        w.infos.append(
-            LeafInfo(path, argument, Kind.DYNAMIC, "default 'dynamic'", node)
+        return LeafInfo(path, argument, Kind.STATIC, "default 'static'", node)
+    if w.default == "dynamic":
+        return LeafInfo(path, argument, Kind.DYNAMIC, "default 'dynamic'", node)
+    if w.default == "error":
+        w.uncovered.append(path)
+    if is_array_annotation(node):
+        # The hint already says what the leaf is: traced, whatever comes.
+        source = f"default 'infer', annotated {node.text}"
+        return LeafInfo(path, argument, Kind.DYNAMIC, source, node)
+    if w.trace_floats:
+        source = "default 'infer' (a float in a differentiated argument)"
+        return LeafInfo(
+            path, argument, None, source, node, Kind.DYNAMIC, static_in_grad
         )
-    else:
-        if w.default == "error":
-            w.uncovered.append(path)
-        if is_array_annotation(node):
-            # The hint already says what the leaf is: traced, whatever comes.
-            source = f"default 'infer', annotated {node.text}"
-            w.infos.append(LeafInfo(path, argument, Kind.DYNAMIC, source, node))
-        elif w.trace_floats:
-            source = "default 'infer' (a float in a differentiated argument)"
-            w.infos.append(
-                LeafInfo(
-                    path, argument, None, source, node, Kind.DYNAMIC, static_in_grad
-                )
-            )
-        else:
-            w.infos.append(
-                LeafInfo(
-                    path,
-                    argument,
-                    None,
-                    "default 'infer'",
-                    node,
-                    Kind.DYNAMIC,
-                    not_array,
-                )
-            )
+    source = "default 'infer'"
+    return LeafInfo(path, argument, None, source, node, Kind.DYNAMIC, not_array)
 
 
 def walk_value(
@@ -377,124 +372,14 @@ def walk_value(
     check: bool = True,
 ) -> tuple[list[LeafInfo], list[Issue], list[str]]:
     """Resolve every leaf of one value against one annotation node."""
-    w = _Walk(default=default, check=check)
-    _walk(w, value, node, path, argument, None, flags, flag_src)
+    w = Walk(default=default, check=check)
+    walk(w, value, node, path, argument, None, flags, flag_src)
     return w.infos, w.issues, w.uncovered
 
 
 def held_fields(value: Any, node: Node, name: str) -> list[Held]:
     """The fields that the classes inside argument `name` keep in their tree
     structure (for a retrace description of an argument JAX gets whole)."""
-    w = _Walk(default="dynamic", check=False)
-    _walk(w, value, node, name, name, None, None, "static_flags")
+    w = Walk(default="dynamic", check=False)
+    walk(w, value, node, name, name, None, None, "static_flags")
     return w.held
-
-
-def check_default(default: str) -> None:
-    if default not in DEFAULTS:
-        raise SpecError(
-            f"default must be one of {', '.join(map(repr, DEFAULTS))}; got {default!r}."
-        )
-
-
-def _positional_place(
-    spec: Spec, flags: Flags, i: int
-) -> tuple[Param, str, FlagEntry, str]:
-    """The parameter, name, flag entry and flag source of positional argument i."""
-    positional = spec.positional
-    if i < len(positional):
-        param = positional[i]
-        return (
-            param,
-            param.name,
-            flags.by_name.get(param.name),
-            flags.source.get(param.name, "static_flags"),
-        )
-    var_pos = spec.var_positional
-    assert var_pos is not None
-    j = i - len(positional)
-    name = f"{var_pos.name}[{j}]"
-    outer: Any = flags.by_name.get(var_pos.name)
-    source = flags.source.get(var_pos.name, f"static_flags[{var_pos.name!r}]")
-    if flag_kind(outer) != "sequence":
-        return var_pos, name, outer, source
-    if j >= len(outer):
-        raise SpecError(
-            f"{source} has {plural(len(outer), 'entry')} but the call passes "
-            f"more *{var_pos.name} arguments: give one entry per argument, or "
-            f"one entry for all of them ({source} = False, say)."
-        )
-    return var_pos, name, outer[j], f"{source}[{j}]"
-
-
-def _keyword_place(
-    spec: Spec, flags: Flags, key: str
-) -> tuple[Param, str, FlagEntry, str]:
-    """The parameter, name, flag entry and flag source of keyword argument key."""
-    named = spec.param(key)
-    if named is not None and named.kind in KEYWORD_KINDS:
-        return (
-            named,
-            key,
-            flags.by_name.get(key),
-            flags.source.get(key, f"static_flags[{key!r}]"),
-        )
-    var_kw = spec.var_keyword
-    assert var_kw is not None
-    outer: Any = flags.by_name.get(var_kw.name)
-    if flag_kind(outer) == "mapping":
-        flag = outer.get(key)
-    elif flag_kind(outer) in ("bool", "callable"):
-        flag = outer
-    else:
-        flag = None
-    name = f"{var_kw.name}[{key!r}]"
-    return var_kw, name, flag, f"static_flags[{var_kw.name!r}][{key!r}]"
-
-
-def build_plan(
-    spec: Spec,
-    flags: Flags,
-    default: str,
-    args: Sequence[Any],
-    kwargs: Mapping[str, Any],
-    treedef: Any,
-    *,
-    signature: inspect.Signature | None = None,
-    check: bool = True,
-    skip: frozenset[int] = frozenset(),
-    float_args: frozenset[int] = frozenset(),
-    numbers: Callable[[], int] | None = None,
-) -> tuple[Plan, list[Issue]]:
-    """Resolve every leaf of `(args, kwargs)`, in `jax.tree_util` flatten order.
-
-    Positional arguments whose index is in `skip` are left out (the caller hands
-    them to JAX whole). In the positional parameters whose index is in
-    `float_args` (what `grad` differentiates), "infer" traces unannotated
-    Python floats too. `numbers` numbers the plan's splits (one counter per
-    function, see `plan.SplitId`).
-    """
-    check_default(default)
-    if signature is not None:
-        check_fits(signature, spec.name, args, kwargs)
-    w = _Walk(default=default, check=check)
-    positional = spec.positional
-    for i, value in enumerate(args):
-        if i in skip:
-            continue
-        param, name, flag, src = _positional_place(spec, flags, i)
-        w.trace_floats = i in float_args
-        _walk(w, value, param.node, name, name, None, flag, src)
-    float_names = {positional[i].name for i in float_args if i < len(positional)}
-    for key in sorted(kwargs):
-        param, name, flag, src = _keyword_place(spec, flags, key)
-        w.trace_floats = key in float_names
-        _walk(w, kwargs[key], param.node, name, name, None, flag, src)
-    w.trace_floats = False
-    if w.uncovered:
-        raise SpecError(
-            f"default='error' and no marker or flag covers "
-            f"{', '.join(w.uncovered)} in the call of {spec.name}. {uncovered_fix()}"
-        )
-    # The structure's issues only: `validate.plan_issues` adds the others.
-    return Plan(treedef, tuple(w.infos), tuple(w.held), numbers), w.issues

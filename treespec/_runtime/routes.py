@@ -43,12 +43,12 @@ import jax
 
 from .._model.errors import Issue, SpecError, ValidationError
 from .._model.spec import Spec
+from .call_checks import plan_issues
 from .flags import Flags
 from .layout import PROBE_SCALARS, is_sharding
 from .plan import CallView, Plan, Split
+from .planning import build_plan
 from .prefix import broadcast_call
-from .resolve import build_plan
-from .validate import plan_issues
 
 __all__ = [
     "MAX_STATIC_KEYS",

@@ -15,13 +15,14 @@ from typing import Any
 from .._model.errors import ValidationError
 from .._model.spec import AnyNode, Spec
 from .bind import Binder
+from .call_checks import check_view, return_pairs
 from .call_route import CallRoute
 from .flags import Flags
 from .layout import whole_kind
 from .plan import CallView
 from .positional import PositionalRoute
 from .routes import Key, Route, RouteContext, key_split
-from .validate import Pair, check_call, check_view, return_pairs
+from .validate import Pair, check_call
 
 __all__ = ["Key", "Splitter", "route_of"]
 

@@ -3,13 +3,14 @@
 The verdicts are beartype's and jaxtyping's; this module only decides which one
 applies to a leaf, judges tracers by what they stand for, binds jaxtyping
 dimension names across every argument of one call and its return value, and
-turns a failure into an `Issue` (where, expected, got, hint).
+turns a failure into an `Issue` (where, expected, got, hint). Every problem of
+one call at once, with what JAX would refuse, is `call_checks.py`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import jax
@@ -17,33 +18,23 @@ import numpy as np
 from beartype.door import is_bearable
 
 from .._model.errors import (
-    RETURN,
     Issue,
-    ValidationError,
-    argument_of,
     describe_value,
     location,
 )
-from .._model.spec import AnyNode, LeafNode, Node, NoneNode, Param, Spec, UnionNode
-from .diagnose import deleted_issue, static_issue, traced_issue
+from .._model.spec import AnyNode, LeafNode, Node, NoneNode, UnionNode
 from .dims import Binding, Bindings, blame, bound_dims
-from .flags import Flags
-from .hints import is_jaxtyping_array
-from .plan import CallView, Kind, LeafInfo, Plan
-from .resolve import walk_value
+from .plan import Kind, LeafInfo
 from .symbolic import match_symbolic, symbolic_conflicts
-from .values import is_array, is_array_like
+from .typing_forms import is_jaxtyping_array
+from .values import is_array
 
 __all__ = [
-    "Whole",
-    "call_issues",
+    "Pair",
     "check_call",
     "check_leaves",
-    "check_view",
-    "plan_issues",
     "jaxtyping_context",
     "pairs_of",
-    "return_pairs",
 ]
 
 #: For a Python scalar annotation on a traced leaf: the dtype kinds it stands for
@@ -266,8 +257,6 @@ def _numpy_scalar_fix(node: Node, kind: Kind, value: Any) -> str:
 
 
 Pair = tuple[LeafInfo, Kind, Any]
-#: An argument handed to JAX whole: its parameter, its value, its flag entry.
-Whole = tuple[Param, Any, Any]
 
 
 def pairs_of(infos: Sequence[LeafInfo], leaves: Sequence[Any]) -> list[Pair]:
@@ -287,148 +276,3 @@ def check_call(arguments: Sequence[Pair], returned: Sequence[Pair] = ()) -> list
         if returned:
             issues = check_leaves(returned, bindings, arguments)
     return issues
-
-
-def _whole_and_sorted(
-    spec: Spec, pairs: Sequence[Pair], whole: Sequence[Whole], *, check: bool = True
-) -> tuple[list[Issue], list[Pair]]:
-    """The structure issues of the arguments handed over whole (none unless
-    `check`), and every pair of the call (theirs too) in parameter order."""
-    issues: list[Issue] = []
-    every: list[Pair] = []
-    for param, value, flag in whole:
-        infos, found, _ = walk_value(
-            value,
-            param.node,
-            path=param.name,
-            argument=param.name,
-            flags=flag,
-            default="dynamic",
-            check=check,
-        )
-        issues.extend(found)
-        every.extend(pairs_of(infos, jax.tree_util.tree_leaves(value)))
-    every.extend(pairs)
-    order = _param_order(spec)
-    every.sort(key=lambda pair: order(pair[0].argument))
-    return issues, every
-
-
-def _param_order(spec: Spec) -> Callable[[str], int]:
-    """Sort key of an argument name (`cfg`, `rest[0]`): its parameter's position."""
-    order = {p.name: i for i, p in enumerate(spec.params)}
-    return lambda argument: order.get(argument.split("[")[0], len(order))
-
-
-def call_issues(
-    spec: Spec,
-    pairs: Sequence[Pair],
-    whole: Sequence[Whole] = (),
-    structure: Sequence[Issue] = (),
-    *,
-    check: bool = True,
-) -> list[Issue]:
-    """Every problem of one call at once, grouped by argument in parameter order.
-
-    `pairs` are the flattened leaves with their infos and kinds (as a route's
-    `CallView.pairs`), `whole` the arguments handed to JAX whole with their
-    flag entries (`CallView.whole`), `structure` the structure issues already
-    found (`build_plan`'s). Adds the structure issues of `whole`, each leaf
-    checked against its annotation (as `check_view` does while tracing), and
-    the leaves JAX would refuse (an unhashable static leaf, a non-array traced
-    one) that no other issue names. For a call that fails before it is traced
-    (a route's `diagnose`), with the values the caller passed. With `check`
-    False (validation off), only the leaves JAX would refuse.
-    """
-    found, every = _whole_and_sorted(spec, pairs, whole, check=check)
-    return _every_issue(spec, [*structure, *found], every, check=check)
-
-
-def _every_issue(
-    spec: Spec, issues: list[Issue], every: Sequence[Pair], *, check: bool = True
-) -> list[Issue]:
-    # What JAX would refuse first: those issues say why, with a fix, and
-    # replace the type check's at the same leaf.
-    refused: dict[str, Issue] = {}
-    for info, kind, value in every:
-        if kind is Kind.STATIC:
-            issue = static_issue(info, value)
-        elif not is_array_like(value):
-            issue = traced_issue(info.argument, info.path, value, info.source)
-        else:
-            issue = deleted_issue(info, kind, value, spec.name)
-        if issue is not None:
-            refused.setdefault(issue.loc, issue)
-    if check:
-        issues.extend(i for i in check_call(every) if i.loc not in refused)
-    issues.extend(refused.values())
-    order = _param_order(spec)
-    issues.sort(key=lambda issue: order(argument_of(issue.loc) or ""))
-    return issues
-
-
-def plan_issues(
-    spec: Spec,
-    flags: Flags,
-    plan: Plan,
-    args: Sequence[Any],
-    kwargs: Mapping[str, Any],
-    skip: frozenset[int],
-    structure: Sequence[Issue],
-) -> list[Issue]:
-    """Every problem of the call a plan was just built for: nothing if
-    `structure` (the issues `build_plan` found in the structure) is empty and
-    the arguments in `skip` (handed to JAX whole) have the right structure;
-    otherwise every problem of the call (`call_issues`).
-
-    The plan's leaves are those of its walk, in its order: the positional
-    arguments not in `skip`, then the keywords by name.
-    """
-    positional = spec.positional
-    whole = [
-        (positional[i], args[i], flags.by_name.get(positional[i].name))
-        for i in sorted(skip)
-        if i < len(args)
-    ]
-    found, whole_pairs = _whole_and_sorted(spec, (), whole)
-    if not structure and not found:
-        return []  # the usual case: the leaves are checked while tracing
-    walked = [v for i, v in enumerate(args) if i not in skip]
-    walked += [kwargs[k] for k in sorted(kwargs)]
-    every = [*whole_pairs, *pairs_of(plan.infos, jax.tree_util.tree_leaves(walked))]
-    order = _param_order(spec)
-    every.sort(key=lambda pair: order(pair[0].argument))
-    return _every_issue(spec, [*structure, *found], every)
-
-
-def check_view(spec: Spec, view: CallView) -> list[Pair]:
-    """Validate one call from its route's view; its pairs, for checking the return.
-
-    Checks the structure of the arguments handed to JAX whole (their flag
-    entry wins over the markers below, as in the split), every static leaf
-    against its type (beartype), every traced leaf's shape and dtype
-    (jaxtyping), with dimension names bound across all arguments. Raises
-    `ValidationError` naming every problem found.
-    """
-    issues, pairs = _whole_and_sorted(spec, view.pairs, view.whole)
-    issues.extend(check_call(pairs))
-    # A static leaf that cannot be hashed (an array at `Static[object]`):
-    # jit's key refuses it before tracing; vmap, grad and checkpoint never
-    # hash theirs, and refuse it here alike. A tracer is judged by its type.
-    named = {issue.loc for issue in issues}
-    for info, kind, value in pairs:
-        if kind is Kind.STATIC and not isinstance(value, jax.core.Tracer):
-            issue = static_issue(info, value)
-            if issue is not None and issue.loc not in named:
-                issues.append(issue)
-    if issues:
-        raise ValidationError(issues, spec.name)
-    return pairs
-
-
-def return_pairs(value: Any, node: Node) -> tuple[list[Pair], list[Issue]]:
-    """The return value's leaves against the return annotation, and its shape issues."""
-    infos, issues, _ = walk_value(
-        value, node, path=RETURN, argument=RETURN, default="infer", check=True
-    )
-    return pairs_of(infos, jax.tree_util.tree_leaves(value)), issues

@@ -49,8 +49,8 @@ from .._model.spec import (
 )
 from .._runtime.classes import is_namedtuple, is_nnx
 from .._runtime.dims import bound_dims
-from .._runtime.hints import is_jaxtyping_array
 from .._runtime.resolve import walk_value
+from .._runtime.typing_forms import is_jaxtyping_array
 
 __all__ = [
     "Builder",

@@ -28,8 +28,8 @@ from .._runtime.cache import freeze, owner_of
 from .._runtime.checked import validation_enabled
 from .._runtime.classes import is_class_backed
 from .._runtime.flags import Flags, normalize_flags
+from .._runtime.planning import check_default
 from .._runtime.processes import log_prefix
-from .._runtime.resolve import check_default
 from .._runtime.retrace import (
     TraceHistory,
     describe_retrace,

@@ -76,16 +76,21 @@ def _fields(transform: Any) -> dict[str, Any]:
     return fields
 
 
-def _make_bound_class() -> type:
-    """A subclass of Equinox's `BoundMethod` (found through Equinox's public
-    behaviour: the type of a Module's bound method)."""
-    global _bound_class
+def _equinox_bound_method() -> Any:
+    """Equinox's `BoundMethod`, found through Equinox's public behaviour: the
+    type of a Module's bound method."""
     import equinox as eqx
 
     class _Probe(eqx.Module):
         def method(self) -> None: ...
 
-    base: Any = type(_Probe().method)
+    return type(_Probe().method)
+
+
+def _make_bound_class() -> type:
+    """A subclass of Equinox's `BoundMethod`."""
+    global _bound_class
+    base: Any = _equinox_bound_method()
 
     class TransformedMethod(base):  # type: ignore[misc]
         """A transformed method bound to an Equinox Module instance."""
