@@ -250,3 +250,42 @@ def test_a_dropped_jitted_function_goes_without_waiting_for_a_collection() -> No
         assert state() is None
     finally:
         gc.enable()
+
+
+def test_at_most_max_variants_option_sets_are_kept_the_oldest_released() -> None:
+    from treespec._runtime import cache
+
+    def f(x: jax.Array) -> jax.Array:
+        return x + 1
+
+    states = []
+    for i in range(cache.MAX_VARIANTS + 1):  # one option set more than kept
+        wrapper = treespec.jit(f, static_flags=[(lambda leaf, i=i: False)])
+        wrapper(jnp.ones(1))
+        states.append(weakref.ref(wrapper._state))
+        del wrapper
+    gc.collect()
+    assert states[0]() is None  # the oldest option set: released
+    assert states[1]() is not None and states[-1]() is not None
+    assert sum(s() is not None for s in states) == cache.MAX_VARIANTS
+
+
+def test_a_new_instance_at_a_dead_instances_address_gets_its_own_state() -> None:
+    class Model:
+        def apply(self, x: jax.Array) -> jax.Array:
+            return x * 2
+
+    first = Model()
+    address = id(first)
+    treespec.jit(first.apply)(jnp.ones(1))
+    assert treespec.jit(first.apply).trace_count == 1
+    del first
+    gc.collect()
+    made = [Model() for _ in range(10_000)]  # CPython reuses the freed block
+    second = next((m for m in made if id(m) == address), None)
+    if second is None:
+        pytest.skip("no instance landed at the dead instance's address")
+    again = treespec.jit(second.apply)
+    assert again.trace_count == 0  # not the dead instance's state
+    again(jnp.ones(1))
+    assert again.trace_count == 1

@@ -891,3 +891,58 @@ def test_a_retrace_with_no_new_value_says_so(caplog: pytest.LogCaptureFixture) -
     (record,) = caplog.records
     assert "no leaf changed" in record.getMessage()
     assert "jax.clear_caches()" in record.getMessage()
+
+
+def test_the_retrace_history_keeps_at_most_its_documented_number_of_traces() -> None:
+    from treespec._runtime.retrace import MAX_TRACES_KEPT, Seen, TraceHistory
+
+    assert MAX_TRACES_KEPT == 256
+    traces = [{"n": Seen(str(i))} for i in range(MAX_TRACES_KEPT + 1)]
+
+    def history() -> TraceHistory:
+        made = TraceHistory()
+        for trace in traces:  # one trace more than kept
+            made.completed(trace)
+        assert made.count == MAX_TRACES_KEPT + 1
+        return made
+
+    # The first trace is no longer kept: the same leaves again are explained
+    # against another trace. The second still is, and is found exactly.
+    assert history().completed({"n": Seen("0")}) is not traces[0]
+    assert history().completed({"n": Seen("1")}) is traces[1]
+
+
+def test_between_equally_near_traces_a_retrace_is_explained_against_the_latest(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from treespec._runtime.retrace import Seen, nearest
+
+    a, b = {"n": Seen("1"), "m": Seen("1")}, {"n": Seen("1"), "m": Seen("2")}
+    assert nearest([a, b], {"n": Seen("2"), "m": Seen("3")}) is b
+    assert nearest([b, a], {"n": Seen("2"), "m": Seen("3")}) is a
+
+    @partial(treespec.jit, explain_recompiles=True)
+    def f(x: jax.Array, n: Static[int], m: Static[int]) -> jax.Array:
+        return x * n * m
+
+    with caplog.at_level(logging.WARNING, logger="treespec"):
+        f(jnp.ones(1), 1, 1)
+        f(jnp.ones(1), 1, 2)
+        f(jnp.ones(1), 2, 3)  # two leaves away from both: the latest
+    message = caplog.records[-1].getMessage()
+    assert "m: 2 (int) -> 3 (int)" in message and "n: 1 (int) -> 2 (int)" in message
+
+
+def test_clear_cache_forgets_the_traces_explanations_compare_with(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    @partial(treespec.jit, explain_recompiles=True)
+    def f(x: jax.Array, n: Static[int]) -> jax.Array:
+        return x * n
+
+    with caplog.at_level(logging.WARNING, logger="treespec"):
+        f(jnp.ones(1), 2)
+        f.clear_cache()
+        f(jnp.ones(1), 2)  # traced again, but a first trace: nothing to explain
+    assert f.trace_count == 2
+    assert [r for r in caplog.records if "retracing" in r.getMessage()] == []

@@ -239,3 +239,51 @@ def test_a_bound_method_of_a_module_unwraps_to_the_method_as_written() -> None:
     inner = inspect.unwrap(m.loss)
     assert inner.__self__ is m and inner.__func__.__name__ == "loss"
     assert list(inspect.signature(m.loss).parameters) == ["x", "k"]
+
+
+class _Plain:
+    def __init__(self) -> None:
+        self.scale = 2.0
+
+    def apply(self, x: jax.Array) -> jax.Array:
+        return x * self.scale
+
+
+class _Layer(eqx.Module):
+    w: jax.Array
+
+    def apply(self, x: jax.Array) -> jax.Array:
+        return x * self.w
+
+
+@treespec.dataclass
+class _Cell:
+    w: jax.Array
+    k: Static[int] = 2
+
+    def apply(self, x: jax.Array) -> jax.Array:
+        return x * self.w * self.k
+
+
+@pytest.mark.xfail(strict=True, reason="issue 41, 2: the instance is kept alive")
+@pytest.mark.parametrize(
+    "make",
+    [_Plain, lambda: _Layer(jnp.ones(2)), lambda: _Cell(jnp.ones(2))],
+    ids=["plain class", "equinox.Module", "treespec.dataclass"],
+)
+def test_a_jitted_bound_method_holds_its_instance_as_jax_jit_does(make: Any) -> None:
+    # `treespec.jit(obj.method)` dropped with the instance: nothing of
+    # treespec's (nor the keys JAX's caches keep) holds the instance, as
+    # nothing of `jax.jit(obj.method)`'s does.
+    import gc
+    import weakref
+
+    refs = []
+    for _ in range(5):
+        model = make()
+        refs.append(weakref.ref(model))
+        jitted = treespec.jit(model.apply)
+        np.testing.assert_allclose(jitted(jnp.ones(2)), model.apply(jnp.ones(2)))
+        del jitted, model
+    gc.collect()
+    assert [r() for r in refs] == [None] * 5

@@ -917,6 +917,7 @@ def test_the_static_key_bound_is_read_from_the_environment() -> None:
         )
 
     assert bound("250").stdout.strip() == "250"
+    assert bound("").stdout.strip() == "4096"  # unset: the documented default
     refused = bound("many")
     assert refused.returncode != 0
     assert "TREESPEC_MAX_STATIC_KEYS='many'" in refused.stderr

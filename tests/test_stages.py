@@ -255,3 +255,40 @@ def test_a_retrace_for_a_weak_type_is_named(caplog: pytest.LogCaptureFixture) ->
     (message,) = [r.getMessage() for r in caplog.records]
     assert "x: float32[] (weak type) -> float32[]" in message, message
     assert "no leaf changed" not in message
+
+
+@pytest.mark.parametrize("empty", [None, ()], ids=["None", "empty tuple"])
+def test_an_argument_with_no_leaves_stays_in_the_lowered_signature(empty: Any) -> None:
+    def f(x: jax.Array, nothing: Any, n: Static[int]) -> jax.Array:
+        return x * n
+
+    ours = treespec.jit(f).lower(jnp.ones(2), empty, 2)
+    theirs = jax.jit(f, static_argnums=2).lower(jnp.ones(2), empty, 2)
+    assert ours.in_tree == theirs.in_tree
+    np.testing.assert_allclose(ours.compile()(jnp.ones(2), empty, 2), 2.0)
+
+
+def test_in_shardings_given_for_a_wholly_static_argument_lowers_and_runs() -> None:
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    def f(x: jax.Array, n: Static[int]) -> jax.Array:
+        return x * n
+
+    sharding = NamedSharding(jax.make_mesh((1,), ("d",)), P())
+    for given in (sharding, (sharding, None)):  # one for all, or None there
+        g = treespec.jit(f, in_shardings=given)
+        np.testing.assert_allclose(g(jnp.ones(2), 3), 3.0)
+        compiled = g.lower(jnp.ones(2), 3).compile()
+        np.testing.assert_allclose(compiled(jnp.ones(2), 3), 3.0)
+
+
+def test_the_lowered_and_exported_programs_carry_the_functions_name() -> None:
+    def train_step(x: jax.Array, n: Static[int]) -> jax.Array:
+        return x * n
+
+    jitted = treespec.jit(train_step)
+    text = jitted.lower(jnp.ones(2), 3).as_text()
+    assert "module @jit_train_step" in text
+    exported = jax.export.export(jitted)(jnp.ones(2), 3)
+    assert exported.fun_name == "train_step"

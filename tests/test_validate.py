@@ -541,3 +541,22 @@ def test_a_container_no_union_member_fits_is_named() -> None:
 
     with pytest.raises(ValidationError, match=r"argument x.*dict"):
         f({"a": 1}, jnp.ones(1))
+
+
+def test_the_return_value_is_blamed_against_the_arguments_size() -> None:
+    # Three return leaves agree on n=4, the argument says n=3: the argument's
+    # size (checked first, fixed) is the one the others are blamed against.
+    @treespec.jit
+    def f(
+        x: Float[Array, "n"],
+    ) -> tuple[Float[Array, "n"], Float[Array, "n"], Float[Array, "n"]]:
+        y = jnp.ones(4)
+        return y, y, y
+
+    with pytest.raises(ValidationError) as info:
+        f(jnp.ones(3))
+    message = str(info.value)
+    assert "argument x" not in message
+    for i in range(3):
+        assert f"return[{i}]" in message
+    assert "n=3 bound by x" in message
