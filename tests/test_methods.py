@@ -265,7 +265,6 @@ class _Cell:
         return x * self.w * self.k
 
 
-@pytest.mark.xfail(strict=True, reason="issue 41, 2: the instance is kept alive")
 @pytest.mark.parametrize(
     "make",
     [_Plain, lambda: _Layer(jnp.ones(2)), lambda: _Cell(jnp.ones(2))],

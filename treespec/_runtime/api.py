@@ -50,9 +50,19 @@ def caller_namespace(depth: int) -> dict[str, Any]:
         frame = sys._getframe(depth + 1)
     except ValueError:
         return {}
-    if frame.f_locals is frame.f_globals:
+    local = frame.f_locals
+    if local is frame.f_globals:
         return dict(frame.f_globals)
-    return {**frame.f_globals, **frame.f_locals}
+    namespace = {**frame.f_globals, **local}
+    if sys.version_info < (3, 13) and frame.f_code.co_flags & inspect.CO_OPTIMIZED:
+        # A function's frame, before Python 3.13: reading `f_locals` left a
+        # snapshot of its variables on the frame, which would keep what the
+        # function deletes or rebinds later (an instance whose method was
+        # jitted) alive until it returns; `jax.jit` keeps nothing of the
+        # caller's. Python refreshes the snapshot whenever it reads it again
+        # (a debugger's trace function does so on each event).
+        local.clear()
+    return namespace
 
 
 def in_class_body(namespace: Mapping[str, Any]) -> bool:

@@ -349,9 +349,10 @@ def jit(
     localns = caller_namespace(1)
 
     def wrap(f: Callable[_P, _R]) -> Jitted[_P, _R]:
-        # A bound method: jit its function with the instance as an argument,
-        # resolved like any other (its arrays traced), so the trace serves
-        # every instance of the same structure, as `equinox.filter_jit(m.method)`.
+        # A bound method of a pytree: jit its function with the instance as
+        # an argument, resolved like any other (its arrays traced), so the
+        # trace serves every instance of the same structure, as
+        # `equinox.filter_jit(m.method)` (see `unbind`).
         bound = unbind(f, static_flags)
         target, flags = (bound[0], bound[2]) if bound else (f, static_flags)
         jitted = Jitted(

@@ -29,6 +29,8 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
+import jax
+
 from .._model.held import EQX_MODULES
 from .._runtime.classes import mro_names
 
@@ -147,11 +149,21 @@ def _make_bound_class() -> type:
 
 
 def unbind(fun: Any, static_flags: Any) -> tuple[Any, Any, Any] | None:
-    """`(function, instance, flags for the function)` of a bound method."""
+    """`(function, instance, flags for the function)` of a bound method whose
+    instance is a pytree (its arrays traced, so a trace serves every instance
+    of the same structure, as `equinox.filter_jit(m.method)`).
+
+    None for anything else, and for a method of an instance that JAX sees as
+    one leaf (a plain class): that is jitted as it is, as `jax.jit(m.method)`
+    does, the instance part of the function, not of its calls' keys, so that
+    it goes with the method.
+    """
     # `types.MethodType`, and method objects like Equinox's bound methods.
     func = getattr(fun, "__func__", None)
     instance = getattr(fun, "__self__", None)
     if instance is None or isinstance(instance, type) or not inspect.isfunction(func):
+        return None
+    if jax.tree_util.all_leaves([instance]):
         return None
     if static_flags is None or isinstance(static_flags, Mapping):
         return func, instance, static_flags
