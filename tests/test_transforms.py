@@ -673,3 +673,109 @@ def test_shard_map_counts_its_traces_eager_and_under_jit(
     compiled(jnp.ones(2), {"depth": 2})
     compiled(jnp.ones(2), {"depth": 2})
     assert sharded.trace_count == 3
+
+
+# A function another transform made (JAX's, Equinox's, functools.partial)
+# shows the annotations of the function it wraps (`functools.wraps`): its
+# return annotation is not a promise about what the wrapper returns (a
+# gradient, a Jacobian, a `(value, grad)` pair), and a mapped function's
+# argument annotations describe one slice. A treespec transform over it checks
+# only what the function it receives promises (issue 41, 0).
+
+
+def _loss(p: dict[str, jax.Array], x: Float[Array, "n"]) -> Float[Array, ""]:
+    return jnp.sum(jnp.tanh(p["w"] * x) ** 2)
+
+
+def _row(x: Float[Array, "n"]) -> Float[Array, ""]:
+    return jnp.sum(x**2)
+
+
+_P_W = {"w": jnp.linspace(0.5, 1.5, 3)}
+_X3 = jnp.linspace(-1.0, 1.0, 3)
+_XS = jnp.linspace(-1.0, 1.0, 12).reshape(4, 3)
+
+_OF_LOSS = {
+    "jax.grad": jax.grad(_loss),
+    "jax.value_and_grad": jax.value_and_grad(_loss),
+    "jax.jacfwd": jax.jacfwd(_loss),
+    "jax.jacrev": jax.jacrev(_loss),
+    "jax.hessian": jax.hessian(_loss, argnums=1),
+    "jax.checkpoint": jax.checkpoint(_loss),
+    "eqx.filter_grad": eqx.filter_grad(_loss),
+    "eqx.filter_value_and_grad": eqx.filter_value_and_grad(_loss),
+    "functools.partial of jax.grad": partial(jax.grad(_loss), _P_W),
+}
+
+
+def _args(name: str, x: jax.Array) -> tuple[Any, ...]:
+    return (x,) if name.startswith("functools.partial") else (_P_W, x)
+
+
+@pytest.mark.parametrize("name", sorted(_OF_LOSS))
+@pytest.mark.parametrize("outer", ["jit", "checkpoint"])
+def test_a_transform_over_a_jax_made_function_checks_only_its_own_promise(
+    name: str, outer: str
+) -> None:
+    made = _OF_LOSS[name]
+    ours = getattr(treespec, outer)(made)(*_args(name, _X3))
+    theirs = made(*_args(name, _X3))  # (jax.jit cannot hash Equinox's wrappers)
+    jax.tree.map(partial(np.testing.assert_allclose, rtol=1e-6), ours, theirs)
+
+
+@pytest.mark.parametrize("name", sorted(_OF_LOSS))
+def test_vmap_over_a_jax_made_function_gives_per_example_results(name: str) -> None:
+    # Per-example gradients, as DP-SGD writes them.
+    made = _OF_LOSS[name]
+    axes = (0,) if name.startswith("functools.partial") else (None, 0)
+    ours = treespec.vmap(made, in_axes=axes)(*_args(name, _XS))
+    theirs = jax.vmap(made, in_axes=axes)(*_args(name, _XS))
+    jax.tree.map(partial(np.testing.assert_allclose, rtol=1e-6), ours, theirs)
+
+
+def _cube(t: Float[Array, ""]) -> Float[Array, ""]:
+    return t**3
+
+
+_UNDER_GRAD = {
+    "jax.checkpoint": (jax.checkpoint(_row), _X3, False),
+    "functools.partial": (partial(_row), _X3, False),
+    "jax.grad": (jax.grad(_cube), jnp.float32(0.5), False),  # a second derivative
+    # (value, grad) differentiated as value with aux: a pair where `_cube`
+    # promises a scalar.
+    "jax.value_and_grad": (jax.value_and_grad(_cube), jnp.float32(0.5), True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_UNDER_GRAD))
+def test_grad_over_a_jax_made_function(name: str) -> None:
+    made, x, aux = _UNDER_GRAD[name]
+    ours = treespec.grad(made, has_aux=aux)(x)
+    theirs = jax.grad(made, has_aux=aux)(x)
+    jax.tree.map(partial(np.testing.assert_allclose, rtol=1e-6), ours, theirs)
+
+
+@pytest.mark.parametrize(
+    "mapped",
+    [jax.vmap(_row), eqx.filter_vmap(_row)],
+    ids=["jax.vmap", "eqx.filter_vmap"],
+)
+@pytest.mark.parametrize("outer", ["jit", "checkpoint"])
+def test_a_mapped_functions_slice_annotations_do_not_describe_its_batch(
+    mapped: Any, outer: str
+) -> None:
+    ours = getattr(treespec, outer)(mapped)(_XS)
+    np.testing.assert_allclose(ours, jax.vmap(_row)(_XS))
+
+
+def test_the_wrapped_functions_argument_annotations_still_hold() -> None:
+    # jax.grad keeps the signature: its arguments are still `_loss`'s.
+    with pytest.raises(ValidationError, match="argument x"):
+        treespec.jit(jax.grad(_loss))(_P_W, jnp.ones((2, 3)))
+    assert treespec.jit(partial(_loss, _P_W))(_X3).shape == ()
+    with pytest.raises(ValidationError, match="the return value"):
+        treespec.jit(_bad_return)(_X3)  # the function's own promise: checked
+
+
+def _bad_return(x: Float[Array, "n"]) -> Float[Array, ""]:
+    return x
