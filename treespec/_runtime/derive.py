@@ -13,7 +13,7 @@ from .._model.errors import SpecError
 from .._model.spec import Param, Spec
 from .hints import parse_annotation
 from .typing_forms import Context
-from .wrappers import report_hidden_markers
+from .wrappers import report_hidden_markers, returns_its_own
 
 __all__ = ["derive_spec"]
 
@@ -70,7 +70,10 @@ def derive_spec(fun: Any, localns: Mapping[str, Any] | None = None) -> Spec:
             )
         )
     # A class called as a function makes what its `__new__` (or metaclass)
-    # makes, whatever its `__init__` says (`-> None`): nothing to check.
-    returned = Any if inspect.isclass(fun) else signature.return_annotation
+    # makes, whatever its `__init__` says (`-> None`); a transform's output
+    # (`jax.grad(loss)`) shows the return annotation of what it wraps: neither
+    # is a promise about what `fun` returns, so nothing to check.
+    own = returns_its_own(fun) and not inspect.isclass(fun)
+    returned = signature.return_annotation if own else Any
     returns = parse_annotation(returned, ctx, f"the return of {name}")
     return Spec(name=str(name), params=tuple(params), returns=returns)

@@ -9,19 +9,28 @@ annotations without anyone noticing"). treespec notices: a wrapper that takes
 only `*args`/`**kwargs`, has no annotations of its own (`Any` says nothing)
 and closes over a function whose annotations carry markers is reported once,
 on the `treespec` logger, naming both functions.
+
+The other way round, a wrapper that another transform made shows annotations
+that are not its own: `jax.grad(loss)` shows `loss`'s (`functools.wraps`) and
+returns a gradient, `jax.vmap(f)` shows `f`'s and takes a batch. Its markers
+still say what is static; its return annotation (`returns_its_own`), and for
+a mapped function its argument annotations (`maps_arguments`), are no promise
+of the wrapper's, so a treespec transform over it does not check them.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
+import os
 import threading
 import weakref
 from typing import Any
 
 from .._model.markers import mentions_marker
 
-__all__ = ["report_hidden_markers"]
+__all__ = ["maps_arguments", "report_hidden_markers", "returns_its_own"]
 
 logger = logging.getLogger("treespec")
 
@@ -93,3 +102,44 @@ def report_hidden_markers(fun: Any, signature: inspect.Signature) -> None:
             inner.__name__,
         )
         return
+
+
+def _received(fun: Any) -> Any:
+    """What a `functools.partial` calls (it returns what that returns)."""
+    while isinstance(fun, functools.partial):
+        fun = fun.func
+    return fun
+
+
+def returns_its_own(fun: Any) -> bool:
+    """Whether `fun`'s return annotation is a promise about what `fun` returns:
+    not when its signature is another function's, read through `__wrapped__`
+    (`jax.grad`, `jax.value_and_grad`, `jax.jacrev`, `eqx.filter_grad`, any
+    decorator made with `functools.wraps`)."""
+    return getattr(_received(fun), "__wrapped__", None) is None
+
+
+#: How `jax.vmap` documents the function it returns (JAX 0.4 to 0.12).
+_VMAPPED_DOC = "Vectorized version of "
+#: Equinox's mapped functions (`filter_vmap`, `filter_pmap`), by class name.
+_EQX_MAPPED = frozenset({"_VmapWrapper", "_PmapWrapper"})
+
+
+def maps_arguments(fun: Any) -> bool:
+    """Whether `fun` maps another function over an axis of its arguments
+    (`jax.vmap`, `jax.pmap`, `eqx.filter_vmap`, `eqx.filter_pmap`): the
+    annotations it shows describe one slice of what it is called with."""
+    fun = _received(fun)
+    kind = type(fun)
+    if kind.__module__.split(".")[0] == "equinox" and kind.__name__ in _EQX_MAPPED:
+        return True
+    if (getattr(fun, "__doc__", None) or "").startswith(_VMAPPED_DOC):
+        return True
+    if hasattr(fun, "_prepare_pmap"):  # `jax.pmap`'s C++ function
+        return True
+    code = getattr(fun, "__code__", None)  # `jax.pmap` through `shard_map`
+    return (
+        code is not None
+        and code.co_name == "wrapped"
+        and code.co_filename.endswith(os.path.join("_src", "pmap.py"))
+    )

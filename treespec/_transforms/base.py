@@ -39,6 +39,7 @@ from .._runtime.retrace import (
 )
 from .._runtime.routes import Key
 from .._runtime.splitter import Splitter
+from .._runtime.wrappers import maps_arguments
 from .methods import method_get
 from .outputs import WithStatic, split_output
 
@@ -184,10 +185,12 @@ class Transformed(Generic[_P, _R]):
                 # what it is called with and what it returns: the outer one
                 # sees batched or differentiated values that the inner
                 # function's hints do not describe (`jit(grad(loss))` returns
-                # a gradient, not `loss`'s return type).
+                # a gradient, not `loss`'s return type). Around a function
+                # that JAX or Equinox mapped, the hints describe one slice.
                 validate=validate
                 and validation_enabled()
-                and not isinstance(self._fun, Transformed),
+                and not isinstance(self._fun, Transformed)
+                and not maps_arguments(self._fun),
                 signature=signature,
                 in_shardings=in_shardings,
                 allow_whole=allow_whole,
