@@ -921,3 +921,105 @@ def test_the_static_key_bound_is_read_from_the_environment() -> None:
     refused = bound("many")
     assert refused.returncode != 0
     assert "TREESPEC_MAX_STATIC_KEYS='many'" in refused.stderr
+
+
+class _SameHash(type):
+    """Classes whose instances' keys hash alike: a key's hash is then the same
+    for a `Scale(2)` and a `Shift(2)`, and only equality tells them apart."""
+
+    def __hash__(cls) -> int:
+        return 7
+
+    def __eq__(cls, other: object) -> bool:
+        return cls is other
+
+
+class _Scale(metaclass=_SameHash):
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+    def __hash__(self) -> int:
+        return hash(self.k)
+
+    def __eq__(self, other: object) -> bool:  # as often written: no type check
+        return self.k == other.k  # type: ignore[attr-defined,no-any-return]
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return x * self.k
+
+
+class _Shift(metaclass=_SameHash):
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+
+    def __hash__(self) -> int:
+        return hash(self.offset)
+
+    def __eq__(self, other: object) -> bool:
+        return self.offset == other.offset  # type: ignore[attr-defined,no-any-return]
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return x + self.offset
+
+
+@pytest.mark.parametrize("where", ["argument", "in a dict"])
+def test_static_keys_compare_the_type_first_as_jax_does(where: str) -> None:
+    # A user's __eq__ never sees an object of another class: keys whose hashes
+    # collide are told apart by their leaves' types first, as JAX compares
+    # its static arguments.
+    def apply(x: jax.Array, op: Static[Any]) -> jax.Array:
+        return (op["op"] if isinstance(op, dict) else op)(x)
+
+    def wrap(op: Any) -> Any:
+        return {"op": op} if where == "in a dict" else op
+
+    f, g = treespec.jit(apply), treespec.jit(lambda x, op: apply(x, op) * 10)
+    np.testing.assert_allclose(f(jnp.ones(2), wrap(_Scale(2))), 2.0)
+    np.testing.assert_allclose(f(jnp.ones(2), wrap(_Shift(2))), 3.0)
+    np.testing.assert_allclose(g(jnp.ones(2), wrap(_Shift(3))), 40.0)
+    np.testing.assert_allclose(g(jnp.ones(2), wrap(_Scale(3))), 30.0)
+
+
+class _Refuses:
+    """A static value whose == raises (a dataclass holding an array does)."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+    def __hash__(self) -> int:
+        return 1
+
+    def __eq__(self, other: object) -> bool:
+        raise ValueError("cannot compare")
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return x * self.k
+
+
+@pytest.mark.parametrize("where", ["argument", "in a dict", "beside a traced leaf"])
+def test_a_static_leaf_whose_eq_raises_is_named_and_poisons_nothing(
+    where: str,
+) -> None:
+    def apply(x: jax.Array, cfg: Static[Any]) -> jax.Array:
+        return cfg["op"](x) if isinstance(cfg, dict) else cfg(x)
+
+    if where == "beside a traced leaf":
+        f = treespec.jit(lambda x, cfg: cfg["op"](x) * cfg["w"])
+
+        def call(op: Any) -> Any:
+            return f(jnp.ones(2), {"op": op, "w": jnp.ones(2)})
+    else:
+        f = treespec.jit(apply)
+
+        def call(op: Any) -> Any:
+            return f(jnp.ones(2), {"op": op} if where == "in a dict" else op)
+
+    np.testing.assert_allclose(call(_Refuses(2)), 2.0)
+    with pytest.raises(ValidationError) as info:
+        call(_Refuses(3))
+    message = str(info.value)
+    assert "cfg" in message and "_Refuses" in message and "__eq__" in message
+    assert "cannot compare" in message
+    # Nothing is poisoned: this function and any other still run.
+    np.testing.assert_allclose(call(_Scale(4)), 4.0)
+    np.testing.assert_allclose(treespec.jit(apply)(jnp.ones(2), _Scale(5)), 5.0)
