@@ -13,8 +13,9 @@ import jax
 
 from .._model.errors import Issue
 from .call_checks import call_issues
+from .layout import MixedKey
 from .plan import CallView, Split
-from .routes import Key, Route, flatten, key_split, key_static, make_key
+from .routes import Key, Route, by_value, flatten, key_split, key_static, make_key
 
 __all__ = ["CallRoute"]
 
@@ -29,7 +30,10 @@ class CallRoute(Route):
         plan = self._plans.get(treedef) or self._plan(args, kwargs, treedef)
         split = plan.fixed or plan.split(leaves)
         static = split.get_static(leaves)
-        return make_key(split, static), split.get_dynamic(leaves)
+        key = make_key(split, static)
+        if not all(map(by_value, static)):  # an object that may change in place
+            key = self.find_key(key, MixedKey, split)
+        return key, split.get_dynamic(leaves)
 
     def rebuild(
         self, key: Key, dynamic: Sequence[Any]

@@ -11,7 +11,7 @@ from .._model.rules import non_array_fix, unhashable_fix
 from .plan import Kind, LeafInfo
 from .values import is_array, is_hashable
 
-__all__ = ["aval", "deleted_issue", "static_issue", "traced_issue"]
+__all__ = ["aval", "comparison_issue", "deleted_issue", "static_issue", "traced_issue"]
 
 
 def aval(value: Any) -> str:
@@ -82,4 +82,21 @@ def deleted_issue(info: LeafInfo, kind: Kind, leaf: Any, function: str) -> Issue
         "a live array",
         f"{describe_value(leaf)}, whose buffer has been deleted",
         why,
+    )
+
+
+def comparison_issue(info: LeafInfo, value: Any, other: Any, error: Exception) -> Issue:
+    """A static leaf whose `==` raised when compared with the same leaf of an
+    earlier call (static leaves are compared by value, as `jax.jit` compares
+    its static arguments)."""
+    kind = type(value).__name__
+    return Issue(
+        location(info.argument, info.path),
+        f"a static value that == can compare ({info.source})",
+        describe_value(value),
+        f"{type(other).__name__}.__eq__ raised {type(error).__name__} ({error}) "
+        f"when comparing it with a {kind} of an earlier call (a static leaf is "
+        "compared with the values of earlier calls, as jax.jit compares its "
+        "static arguments): return False (or NotImplemented) from __eq__ for "
+        "what it cannot compare, or mark the leaf Dynamic[...] to trace it",
     )

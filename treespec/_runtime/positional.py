@@ -16,7 +16,6 @@ nothing compiled is traced again.
 
 from __future__ import annotations
 
-import logging
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -45,8 +44,6 @@ from .routes import (
 )
 
 __all__ = ["PositionalRoute"]
-
-logger = logging.getLogger("treespec")
 
 
 class PositionalRoute(Route):
@@ -88,27 +85,23 @@ class PositionalRoute(Route):
             if self._single
             else getter(self.mixed_idx)
         )
-        self._interned: dict[Key, StaticKey] = {}
         #: The key of a single flattened argument that is one traced leaf, by
         #: the leaf's type (see `_remember_leaf`).
         self._leaf_keys: dict[type, Key] = {}
         #: The one key of calls whose arguments all go to JAX whole (read by
         #: `Jitted.__call__` first).
         self.whole_key: Key | None = None
-        #: `(*keys, *values, *value types)` of a plain dict of scalars -> its key;
+        #: `(*keys, *value types, *values)` of a plain dict of scalars -> its key;
         #: read by `Jitted.__call__` before it calls `split`.
         self.probes: dict[Key, StaticKey] = {}
         #: Off once a dict that cannot be probed came (its calls would pay for a
         #: failed probe on top of the flatten), or when nothing reads probes.
         self.probing = probing
         self._may_probe = probing
-        #: Whether reaching `MAX_STATIC_KEYS` was logged (once per function).
-        self._bound_logged = False
 
     def clear(self) -> None:
         with self._lock:
             super().clear()
-            self._interned.clear()
             self._leaf_keys.clear()
             self.whole_key = None
             self.probes.clear()
@@ -152,38 +145,17 @@ class PositionalRoute(Route):
         leaf is of an immutable builtin type, the key is interned and kept on
         the split with its leaves: a next call with the very same objects
         (identity, never equality: a mutable object changed in place would
-        give a stale trace) reuses it, and JAX hashes it by identity."""
+        give a stale trace) reuses it, and JAX hashes it by identity. Frozen
+        dataclasses go to JAX by value; any other object is interned, found
+        by its value at each call (`_find`)."""
         full = make_key(split, static)
-        if not all(map(immutable, static)):
+        if all(map(immutable, static)):
+            key = self._interned.get(full) or self.add_key(full, MixedKey)
+            split.last = (tuple(static), key)
+            return key
+        if all(map(by_value, static)):
             return full
-        key = self._interned.get(full) or self._add_key(full, MixedKey)
-        split.last = (tuple(static), key)
-        return key
-
-    def _add_key(self, full: Key, kind: type[StaticKey]) -> Key:
-        """Intern `full`; past `MAX_STATIC_KEYS`, `full` itself.
-
-        The interned keys are never forgotten while the function lives: a
-        key JAX holds compiled must stay the key of its content (a new
-        identity would be a new static argument to JAX, so a new trace). A
-        new content past the bound gets the plain tuple, which JAX hashes by
-        value: one key per content all the same.
-        """
-        with self._lock:
-            if len(self._interned) < routes.MAX_STATIC_KEYS:
-                return self._interned.setdefault(full, kind(full))
-            if not self._bound_logged:
-                self._bound_logged = True
-                logger.warning(
-                    "treespec: %s reached %d distinct static keys "
-                    "(TREESPEC_MAX_STATIC_KEYS): newer ones are hashed by value on "
-                    "each call, as jax.jit hashes its static arguments; nothing "
-                    "compiled is traced again. Each distinct key is a program JAX "
-                    "keeps: mark a leaf that takes ever new values Dynamic[...].",
-                    self.ctx.spec.name,
-                    routes.MAX_STATIC_KEYS,
-                )
-            return self._interned.get(full, full)
+        return self.find_key(full, MixedKey, split)
 
     def _remember_leaf(self, leaf_type: type, key: Key) -> None:
         """One flattened argument that is a single traced leaf: its key is
@@ -214,20 +186,15 @@ class PositionalRoute(Route):
                 # configs of functions made afresh are then one entry in
                 # JAX's global caches, which keep the first of them.
                 return full
-        try:
-            key = self._interned.get(full) or self._add_key(full, StaticKey)
-        except TypeError:
-            # An unhashable static leaf: JAX refuses the key and `diagnose`
-            # then names the leaf.
-            return full
+        key = self.find_key(full, StaticKey, split)
         if type(key) is not StaticKey:
-            return key  # past the bound: no probe answers with it
+            return key  # unhashable, or past the bound: no probe answers
         if type(mixed) is dict and self.probing:
             values = mixed.values()
             if all(type(k) is str for k in mixed) and all(map(immutable, values)):
                 if len(self.probes) >= routes.MAX_STATIC_KEYS:
                     self.probes.clear()  # many key orders of few configs
-                probe = (*mixed, *values, *map(type, values))
+                probe = (*mixed, *map(type, values), *values)
                 self.probes[probe] = key
             else:
                 self.probing = False

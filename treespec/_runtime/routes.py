@@ -3,7 +3,7 @@
 A route owns, for the calls it takes:
 
 - its split: `(args, kwargs)` to `(key, dynamic)`;
-- its key, always `(split, *static_leaves, *their_types)` (`make_key`, read back
+- its key, always `(split, *their_types, *static_leaves)` (`make_key`, read back
   by `key_split`/`key_static`), where `split` (a `Split`, one per tree
   structure and kinds) knows its route: `key_split(key).plan.route`;
 - its rebuild: `(key, dynamic)` back to `(args, kwargs)`;
@@ -34,6 +34,7 @@ import dataclasses
 import enum
 import inspect
 import itertools
+import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -44,8 +45,9 @@ import jax
 from .._model.errors import Issue, SpecError, ValidationError
 from .._model.spec import Spec
 from .call_checks import plan_issues
+from .diagnose import comparison_issue
 from .flags import Flags
-from .layout import PROBE_SCALARS, is_sharding
+from .layout import PROBE_SCALARS, StaticKey, is_sharding
 from .plan import CallView, Plan, Split
 from .planning import build_plan
 from .prefix import broadcast_call
@@ -68,9 +70,13 @@ __all__ = [
 #: The registry's own method: one Python frame less than `tree_flatten` per call.
 flatten = jax.tree_util.default_registry.flatten
 
-#: The static part of one call: `(split.token, *static_leaves, *their_types)`.
+logger = logging.getLogger("treespec")
+
+#: The static part of one call: `(split.token, *their_types, *static_leaves)`.
 #: JAX hashes it as the static argument of the compiled call, so `1`, `1.0`
-#: and `True` (equal, same hash) still make three keys.
+#: and `True` (equal, same hash) still make three keys; keys whose hashes
+#: collide are compared types first, as JAX compares static arguments, so a
+#: user's `__eq__` never sees an object of another class.
 Key = tuple[Any, ...]
 
 #: Lowers `MAX_STATIC_KEYS` (read once, at import).
@@ -118,8 +124,9 @@ def by_value(value: Any) -> bool:
 
 
 def make_key(split: Split, static: Sequence[Any]) -> Key:
-    """The key of a call: the split's token, its static leaves, and their types."""
-    return (split.token, *static, *map(type, static))
+    """The key of a call: the split's token, its static leaves' types, and the
+    leaves (compared after their types)."""
+    return (split.token, *map(type, static), *static)
 
 
 def key_split(key: Key) -> Split:
@@ -140,7 +147,7 @@ def key_split(key: Key) -> Split:
 
 def key_static(key: Key) -> tuple[Any, ...]:
     """The static leaves of a key, in the split's order."""
-    return key[1 : 1 + (len(key) - 1) // 2]
+    return key[1 + (len(key) - 1) // 2 :]
 
 
 def same_call(a: Key, b: Key) -> bool:
@@ -182,6 +189,10 @@ class Route:
         self.ctx = ctx
         self._plans: dict[Any, Plan] = {}
         self._lock = threading.RLock()
+        #: Keys by content -> the interned key JAX sees (see `find_key`).
+        self._interned: dict[Key, StaticKey] = {}
+        #: Whether reaching `MAX_STATIC_KEYS` was logged (once per function).
+        self._bound_logged = False
 
     # What each route defines.
 
@@ -234,6 +245,76 @@ class Route:
     def clear(self) -> None:
         with self._lock:
             self._plans.clear()
+            self._interned.clear()
+
+    def find_key(self, full: Key, kind: type[StaticKey], split: Split) -> Key:
+        """`full` interned, its static leaves compared here by their value at
+        this call (so an object changed in place gets a new key, and JAX
+        compares keys by identity only). An unhashable leaf: `full` itself,
+        which JAX refuses and `diagnose` names; a leaf whose `==` raises when
+        compared with an earlier call's: a `ValidationError` naming it."""
+        try:
+            hash(full)
+        except TypeError:
+            return full
+        try:
+            return self._interned.get(full) or self.add_key(full, kind)
+        except Exception as error:
+            raise self._comparison_error(full, split, error) from None
+
+    def _comparison_error(
+        self, full: Key, split: Split, error: Exception
+    ) -> ValidationError:
+        """Which static leaf of `full` raised when compared with the same leaf
+        of an earlier key (the first that does), as a `ValidationError`."""
+        n = (len(full) - 1) // 2
+        static = key_static(full)
+        with self._lock:
+            earlier = [k for k in self._interned if k[: 1 + n] == full[: 1 + n]]
+        issues = []
+        for i, value in enumerate(static):
+            for key in earlier:
+                other = key_static(key)[i]
+                try:
+                    bool(other == value)
+                except Exception as raised:
+                    info = split.plan.infos[split.static_idx[i]]
+                    issues.append(comparison_issue(info, value, other, raised))
+                    break
+            if issues:
+                break
+        if not issues:  # not found again: name every leaf that compares itself
+            issues = [
+                comparison_issue(split.plan.infos[split.static_idx[i]], v, v, error)
+                for i, v in enumerate(static)
+                if not immutable(v)
+            ]
+        return ValidationError(issues, self.ctx.spec.name)
+
+    def add_key(self, full: Key, kind: type[StaticKey]) -> Key:
+        """Intern `full`; past `MAX_STATIC_KEYS`, `full` itself.
+
+        The interned keys are never forgotten while the function lives: a
+        key JAX holds compiled must stay the key of its content (a new
+        identity would be a new static argument to JAX, so a new trace). A
+        new content past the bound gets the plain tuple, which JAX hashes by
+        value: one key per content all the same.
+        """
+        with self._lock:
+            if len(self._interned) < MAX_STATIC_KEYS:
+                return self._interned.setdefault(full, kind(full))
+            if not self._bound_logged:
+                self._bound_logged = True
+                logger.warning(
+                    "treespec: %s reached %d distinct static keys "
+                    "(TREESPEC_MAX_STATIC_KEYS): newer ones are hashed by value on "
+                    "each call, as jax.jit hashes its static arguments; nothing "
+                    "compiled is traced again. Each distinct key is a program JAX "
+                    "keeps: mark a leaf that takes ever new values Dynamic[...].",
+                    self.ctx.spec.name,
+                    MAX_STATIC_KEYS,
+                )
+            return self._interned.get(full, full)
 
     def _plan(
         self,

@@ -224,7 +224,7 @@ class Jitted(JitStages[_P, _R]):
                 if type(mixed) is dict and route.probing:
                     values = mixed.values()
                     try:
-                        key = route.probes.get((*mixed, *values, *map(type, values)))
+                        key = route.probes.get((*mixed, *map(type, values), *values))
                     except TypeError:  # an unhashable value: `split` stops probing
                         key = None
             if key is None:
