@@ -106,3 +106,112 @@ def test_threads_share_one_cache(whole: bool) -> None:
     if whole:  # the five configs went through the probe lookup
         route = f._splitter.positional
         assert route.probing and len(route.probes) == 5
+
+
+@pytest.mark.parametrize("whole", [False, True], ids=["planned", "static-layout"])
+def test_clear_cache_under_load_never_makes_a_call_raise(whole: bool) -> None:
+    # As under jax.jit: a call that loses the race with clear_cache() (and a
+    # collection, which frees the plans it was split by) traces again.
+    import gc
+    import time
+
+    if whole:
+
+        @treespec.jit
+        def f(x: Dynamic[jax.Array], cfg: Static[dict[str, int]]) -> jax.Array:
+            return x * cfg["k"]
+    else:
+
+        @treespec.jit
+        def f(x, cfg: Static[dict[str, int]]) -> jax.Array:  # type: ignore[no-untyped-def]
+            return x * cfg["k"]
+
+    errors: list[BaseException] = []
+    wrong: list[float] = []
+    stop = time.monotonic() + 4.0
+
+    def caller(k: int) -> None:
+        while time.monotonic() < stop:
+            try:
+                out = float(f(jnp.ones(()), {"k": k}))
+            except BaseException as error:
+                errors.append(error)
+                return
+            if out != k:
+                wrong.append(out)
+
+    def clearer() -> None:
+        while time.monotonic() < stop:
+            f.clear_cache()
+            gc.collect()
+
+    threads = [threading.Thread(target=caller, args=(k % 3 + 1,)) for k in range(8)]
+    threads.append(threading.Thread(target=clearer))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads)
+    assert errors == [] and wrong == []
+
+
+_IMPORT_RACE = """
+import importlib.abc, importlib.machinery, sys, threading, time
+
+class Slow(importlib.abc.MetaPathFinder):
+    # jaxtyping's import takes long: it is in sys.modules, partly run, for 1 s.
+    def find_spec(self, name, path, target=None):
+        if name != "jaxtyping":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        run = spec.loader.exec_module
+        def exec_module(module):
+            time.sleep(1.0)
+            run(module)
+        spec.loader.exec_module = exec_module
+        return spec
+
+sys.meta_path.insert(0, Slow())
+import jax, jax.numpy as jnp, treespec
+from treespec import Static
+assert "jaxtyping" not in sys.modules
+
+@treespec.jit
+def first(x: jax.Array, n: Static[int]) -> jax.Array:
+    return x * n
+
+errors = []
+def call():  # the first validated call imports jaxtyping
+    try:
+        first(jnp.ones(2), 2)
+    except BaseException as error:
+        errors.append(error)
+
+def decorate():  # meanwhile another thread decorates
+    time.sleep(0.3)
+    try:
+        def second(x: jax.Array, cfg: dict[str, int], k: Static[int]) -> jax.Array:
+            return x * k
+        treespec.jit(second)(jnp.ones(2), {"a": 1}, 3)
+    except BaseException as error:
+        errors.append(error)
+
+threads = [threading.Thread(target=call), threading.Thread(target=decorate)]
+for t in threads: t.start()
+for t in threads: t.join(timeout=60)
+print("errors:", [repr(e) for e in errors])
+"""
+
+
+def test_decorating_while_another_thread_imports_jaxtyping_is_safe() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT_RACE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("errors: []"), done.stdout + done.stderr
