@@ -58,6 +58,7 @@ __all__ = [
     "Key",
     "Route",
     "RouteContext",
+    "StaleKey",
     "by_value",
     "flatten",
     "immutable",
@@ -129,16 +130,23 @@ def make_key(split: Split, static: Sequence[Any]) -> Key:
     return (split.token, *map(type, static), *static)
 
 
+class StaleKey(RuntimeError):
+    """A call's key whose split was freed while the call ran: another thread
+    cleared the function's cache. The call is made again (as a call of
+    `jax.jit` that loses the race with `clear_cache` traces again)."""
+
+
 def key_split(key: Key) -> Split:
     """The `Split` a key was made for (its route is `split.plan.route`).
 
     The key refers to it weakly: a split lives as long as its function's
     plans (until `clear_cache`), and whatever uses a key later keeps its
-    split (`StagedCall` of `_transforms/stages.py`).
+    split (`StagedCall` of `_transforms/stages.py`). `StaleKey` when it was
+    freed.
     """
     split: Split | None = key[0].split()
     if split is None:
-        raise RuntimeError(
+        raise StaleKey(
             "treespec: a call's key outlived its split (the function's cache was "
             "cleared during the call); call it again"
         )

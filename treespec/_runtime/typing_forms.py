@@ -9,6 +9,7 @@ jaxtyping `PyTree`, the qualifiers a `TypedDict` field may carry (`Required`,
 
 from __future__ import annotations
 
+import importlib
 import sys
 import types
 import typing
@@ -33,6 +34,7 @@ __all__ = [
     "is_array_class",
     "is_jaxtyping_array",
     "is_jaxtyping_pytree",
+    "loaded",
     "type_text",
 ]
 
@@ -127,8 +129,18 @@ class Context:
             ) from exc
 
 
+def loaded(name: str) -> Any:
+    """Module `name` if it was imported (treespec does not import it to find
+    out whether an annotation is its), else None. An import under way in
+    another thread is waited for: its module is in `sys.modules` before it
+    has its names."""
+    if name not in sys.modules:
+        return None
+    return importlib.import_module(name)
+
+
 def is_jaxtyping_array(tp: Any) -> bool:
-    jaxtyping = sys.modules.get("jaxtyping")
+    jaxtyping = loaded("jaxtyping")
     return (
         jaxtyping is not None
         and isinstance(tp, type)
@@ -137,7 +149,7 @@ def is_jaxtyping_array(tp: Any) -> bool:
 
 
 def is_jaxtyping_pytree(tp: Any) -> bool:
-    jaxtyping = sys.modules.get("jaxtyping")
+    jaxtyping = loaded("jaxtyping")
     return jaxtyping is not None and (
         tp is jaxtyping.PyTree or type(tp) is type(jaxtyping.PyTree)
     )
@@ -148,7 +160,7 @@ def is_array_class(tp: Any) -> bool:
         return False
     from .._model.rules import ARRAY_TYPES
 
-    jax = sys.modules.get("jax")
+    jax = loaded("jax")
     if jax is not None and issubclass(tp, jax.Array):
         return True  # whatever module JAX's version defines it in
     return any(f"{c.__module__}.{c.__qualname__}" in ARRAY_TYPES for c in tp.__mro__)

@@ -22,7 +22,7 @@ from .._runtime.retrace import (
     explain_enabled,
     log_retrace,
 )
-from .._runtime.routes import Key, key_split
+from .._runtime.routes import Key, StaleKey, key_split
 from .base import Transformed, weak_method
 from .jit_stages import JitStages
 from .methods import unbind
@@ -234,10 +234,12 @@ class Jitted(JitStages[_P, _R]):
         else:
             key, dynamic = splitter.general.split(call, named)
         caller = self._callers.get(key[0])  # by the key's `SplitId`
-        if caller is None:
-            caller = self._caller(key_split(key))
         try:
+            if caller is None:
+                caller = self._caller(key_split(key))
             out = caller(key, *dynamic)
+        except StaleKey:  # another thread cleared the cache: this call again
+            return self(*args, **kwargs)
         except (TypeError, ValueError, RuntimeError):
             # JAX's refusal of a leaf (RuntimeError: a deleted buffer).
             error = splitter.diagnose(call, named)
