@@ -779,3 +779,83 @@ def test_the_wrapped_functions_argument_annotations_still_hold() -> None:
 
 def _bad_return(x: Float[Array, "n"]) -> Float[Array, ""]:
     return x
+
+
+# JAX sees the user's function: its name in the compile log, the lowered
+# module and the profiler, its file and line and its parameters' names (with
+# key paths) in JAX's own errors, under every transform (issue 41, 5).
+
+
+def _train_step(
+    x: jax.Array, cfg: Dynamic[dict[str, float]], n: Static[int]
+) -> jax.Array:
+    return x * cfg["scale"] * n
+
+
+def test_the_compile_log_names_the_users_function(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+
+    f = treespec.jit(_train_step)
+    with caplog.at_level(logging.WARNING), jax.log_compiles(True):
+        f(jnp.ones(2), {"scale": 2.0}, 3)
+    compiled = [r.getMessage() for r in caplog.records if "Compiling" in r.getMessage()]
+    assert any("jit(_train_step)" in m for m in compiled), compiled
+    assert not any("traced" in m for m in compiled), compiled
+
+
+def _branchy(x: jax.Array, cfg: Dynamic[dict[str, float]], n: Static[int]) -> Any:
+    if cfg["scale"] > 0:  # a traced value used as a Python bool
+        return x * n
+    return -x
+
+
+_BRANCHY_LINE = _branchy.__code__.co_firstlineno
+
+
+@pytest.mark.parametrize("name", ["jit", "checkpoint", "vmap"])
+def test_jaxs_tracer_errors_name_the_users_function_and_arguments(name: str) -> None:
+    transform = getattr(treespec, name)
+    x = jnp.ones((2, 2)) if name == "vmap" else jnp.ones(2)
+    scale = jnp.ones(2) if name == "vmap" else 2.0
+    with pytest.raises(jax.errors.TracerBoolConversionError) as info:
+        transform(_branchy)(x, {"scale": scale}, 3)
+    message = str(info.value)
+    assert f"_branchy at {__file__}:{_BRANCHY_LINE}" in message, message
+    assert "argument cfg['scale']" in message, message
+    assert "args[" not in message and "leaves" not in message
+
+
+def test_vmaps_inconsistent_sizes_name_the_users_arguments() -> None:
+    def g(x: jax.Array, w: jax.Array) -> jax.Array:
+        return x * w
+
+    with pytest.raises(ValueError, match="inconsistent sizes") as info:
+        treespec.vmap(g)(jnp.ones((3, 2)), jnp.ones((4, 2)))
+    message = str(info.value)
+    assert "argument x" in message and "argument w" in message, message
+    assert "args[" not in message and "leaves" not in message
+
+
+class _VCfg(TypedDict):
+    n: Static[int]
+    scale: Dynamic[float]
+
+
+def _per_row(x: Float[Array, "n"], cfg: _VCfg) -> Float[Array, "n"]:
+    return x * cfg["n"] * cfg["scale"]
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [{"n": 2}, {"n": 2, "scale": 1.0, "extra": 1}, {"n": [2], "scale": 1.0}],
+    ids=["missing key", "extra key", "a list at Static[int]"],
+)
+def test_a_vmap_message_names_only_the_arguments_that_are_wrong(cfg: Any) -> None:
+    # x is correctly batched: a row is Float[Array, "n"]; only cfg is wrong.
+    with pytest.raises((ValidationError, SpecError)) as info:
+        treespec.vmap(_per_row, in_axes=(0, None))(jnp.ones((4, 3)), cfg)
+    message = str(info.value)
+    assert "cfg" in message
+    assert "argument x" not in message, message
