@@ -43,7 +43,8 @@ class JitState:
     def __init__(self, splitter: Any) -> None:
         self.splitter = splitter
         self.lock = threading.RLock()
-        self.compiled: dict[tuple[Any, ...], Callable[..., Any]] = {}
+        #: The `jax.jit` of each split, by its `SplitId`.
+        self.compiled: dict[Any, Callable[..., Any]] = {}
         #: The compiled callable of each split, by its `SplitId` (kept here,
         #: not on the split: plans and splits refer to each other, and are
         #: only freed by a collection; the state is freed when its last

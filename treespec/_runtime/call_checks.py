@@ -116,6 +116,8 @@ def plan_issues(
     kwargs: Mapping[str, Any],
     skip: frozenset[int],
     structure: Sequence[Issue],
+    *,
+    check: bool = True,
 ) -> list[Issue]:
     """Every problem of the call a plan was just built for: nothing if
     `structure` (the issues `build_plan` found in the structure) is empty and
@@ -139,7 +141,7 @@ def plan_issues(
     every = [*whole_pairs, *pairs_of(plan.infos, jax.tree_util.tree_leaves(walked))]
     order = _param_order(spec)
     every.sort(key=lambda pair: order(pair[0].argument))
-    return _every_issue(spec, [*structure, *found], every)
+    return _every_issue(spec, [*structure, *found], every, check=check)
 
 
 def check_view(spec: Spec, view: CallView) -> list[Pair]:

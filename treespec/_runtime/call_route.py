@@ -62,4 +62,4 @@ class CallRoute(Route):
         if plan is None:
             return []
         pairs = plan.split(leaves).pairs(leaves)
-        return call_issues(self.ctx.spec, pairs, check=self.ctx.validate)
+        return call_issues(self.ctx.spec, pairs, check=self.checks_leaves)

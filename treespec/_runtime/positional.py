@@ -233,6 +233,11 @@ class PositionalRoute(Route):
             held += held_fields(value, param.node, param.name)
         return CallView(whole, split.pairs(leaves), held)
 
+    def arg_names(self, split: Split) -> tuple[str, ...]:
+        """The parameters handed over whole, then the flattened leaves."""
+        whole = tuple(param.name for param in self._whole_params)
+        return (*whole, *super().arg_names(split))
+
     def donate_argnums(self, split: Split, offset: int = 1) -> tuple[int, ...]:
         n = self._n_whole
         return (
@@ -259,4 +264,4 @@ class PositionalRoute(Route):
         plan = self._plans.get(treedef)
         pairs = plan.split(leaves).pairs(leaves) if plan is not None else []
         whole = self._whole(self.get_whole(args))
-        return call_issues(self.ctx.spec, pairs, whole, check=self.ctx.validate)
+        return call_issues(self.ctx.spec, pairs, whole, check=self.checks_leaves)

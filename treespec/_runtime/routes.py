@@ -183,6 +183,10 @@ class RouteContext:
     in_shardings: Any
     #: Positional parameters whose unannotated floats are traced (`grad`).
     float_args: frozenset[int] = frozenset()
+    #: Whether the transform maps its arguments (`vmap`, `pmap`): a leaf is a
+    #: batch of what its annotation describes, checked slice by slice while
+    #: tracing, never whole.
+    mapped: bool = False
     #: Numbers the splits of this function's routes (see `plan.SplitId`):
     #: never the same number twice, across `clear_cache` too.
     numbers: Callable[[], int] = dataclasses.field(
@@ -248,12 +252,24 @@ class Route:
         """The leaves that made a call fail: what each should have been."""
         raise NotImplementedError
 
+    def arg_names(self, split: Split) -> tuple[str, ...]:
+        """What each dynamic argument of calls of `split` is, in the user's
+        words: a leaf's key path (`cfg['scale']`), for JAX's messages."""
+        infos = split.plan.infos
+        return tuple(infos[i].path for i in split.dynamic_idx)
+
     # Shared.
 
     def clear(self) -> None:
         with self._lock:
             self._plans.clear()
             self._interned.clear()
+
+    @property
+    def checks_leaves(self) -> bool:
+        """Whether a failed call's leaves are checked against their
+        annotations (validation on, and the arguments not batches)."""
+        return self.ctx.validate and not self.ctx.mapped
 
     def find_key(self, full: Key, kind: type[StaticKey], split: Split) -> Key:
         """`full` interned, its static leaves compared here by their value at
@@ -353,7 +369,14 @@ class Route:
             )
             if ctx.validate:  # when the call fails, every problem of it
                 issues = plan_issues(
-                    ctx.spec, ctx.flags, plan, args, kwargs, skip, issues
+                    ctx.spec,
+                    ctx.flags,
+                    plan,
+                    args,
+                    kwargs,
+                    skip,
+                    issues,
+                    check=not ctx.mapped,
                 )
             if issues:
                 raise ValidationError(issues, ctx.spec.name)

@@ -57,13 +57,21 @@ class Splitter:
         float_args: frozenset[int] = frozenset(),
         bind_calls: bool = True,
         self_class: type | None = None,
+        mapped: bool = False,
     ) -> None:
         self.spec = spec
         self.validate = validate
         #: Rewrites a call to its bound form (`bind.py`), when `bind_calls`.
         self.binder = Binder(signature if bind_calls else None, spec.name)
         ctx = RouteContext(
-            spec, flags, default, validate, signature, in_shardings, float_args
+            spec,
+            flags,
+            default,
+            validate,
+            signature,
+            in_shardings,
+            float_args,
+            mapped,
         )
         whole = []
         if allow_whole:

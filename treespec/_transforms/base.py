@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-import weakref
 from collections.abc import Callable, Mapping
 from typing import (
     TYPE_CHECKING,
@@ -43,7 +42,7 @@ from .._runtime.wrappers import maps_arguments
 from .methods import method_get
 from .outputs import WithStatic, split_output
 
-__all__ = ["BoundTransform", "Counted", "Transformed", "weak_method"]
+__all__ = ["BoundTransform", "Counted", "Transformed"]
 
 
 #: What `Transformed._build` sets; reading one before it ran builds.
@@ -57,30 +56,6 @@ _Q = ParamSpec("_Q")
 _R = TypeVar("_R")
 _R_co = TypeVar("_R_co", covariant=True)
 _S = TypeVar("_S")
-
-
-def weak_method(method: Callable[..., Any]) -> Callable[..., Any]:
-    """`method` (bound), reaching its instance through a weak reference: what
-    a treespec transform hands a JAX transform as the function to trace.
-
-    Some JAX transforms keep, in a cache keyed weakly on the function they
-    are given, a value that holds that function (`jax.checkpoint` with
-    static arguments, `jax.pmap`): the entry keeps its own key alive. They
-    then keep this small function, not the instance (a transform with the
-    function it wraps and its closure, or `jit`'s state with its programs);
-    and for `jax.jit`, whose compiled function the instance holds, no cycle
-    delays freeing them to the next collection.
-    """
-    owner = weakref.ref(method.__self__)  # type: ignore[attr-defined]
-    func = method.__func__  # type: ignore[attr-defined]
-
-    def body(*args: Any) -> Any:
-        live = owner()
-        assert live is not None, "a traced body outlived its transform"
-        return func(live, *args)
-
-    body.__name__ = body.__qualname__ = func.__name__
-    return body
 
 
 class BoundTransform(Protocol[_Q, _R_co]):
@@ -105,6 +80,8 @@ class Transformed(Generic[_P, _R]):
     #: The JAX option given as a tree over the output ("out_axes", ...), if any:
     #: such a tree cannot describe non-array outputs.
     _output_tree: str | None = None
+    #: Whether a leaf is a batch of what its annotation describes (vmap, pmap).
+    _maps_arguments = False
 
     def __init__(
         self,
@@ -182,11 +159,9 @@ class Transformed(Generic[_P, _R]):
                 flags,
                 self._default,
                 # Around another treespec transform, the inner one validates
-                # what it is called with and what it returns: the outer one
-                # sees batched or differentiated values that the inner
-                # function's hints do not describe (`jit(grad(loss))` returns
-                # a gradient, not `loss`'s return type). Around a function
-                # that JAX or Equinox mapped, the hints describe one slice.
+                # what it is called with and returns: the outer one sees
+                # batched or differentiated values the inner hints do not
+                # describe; around a mapped function, they describe a slice.
                 validate=validate
                 and validation_enabled()
                 and not isinstance(self._fun, Transformed)
@@ -196,6 +171,7 @@ class Transformed(Generic[_P, _R]):
                 allow_whole=allow_whole,
                 float_args=floats,
                 bind_calls=bind_calls,
+                mapped=self._maps_arguments,
                 self_class=owner,
             )
             self.__treespec_spec__ = spec

@@ -9,7 +9,9 @@ import jax
 from typing_extensions import ParamSpec
 
 from .._runtime.api import caller_namespace
-from .base import Transformed, weak_method
+from .._runtime.routes import Key, key_split
+from .base import Transformed
+from .bodies import as_users, weak_method
 from .outputs import join_output
 
 __all__ = ["checkpoint", "eval_shape"]
@@ -27,16 +29,30 @@ class _Checkpointed(Transformed[_P, _R]):
     ) -> None:
         super().__init__(fun, **kw)
         self._jax_kwargs = jax_kwargs
-        self._remat = jax.checkpoint(
-            weak_method(self._traced), static_argnums=(0,), **jax_kwargs
-        )
+        #: The `jax.checkpoint` of each split, by its `SplitId`: named for
+        #: JAX as the user's function and arguments.
+        self._remats: dict[Any, Callable[..., Any]] = {}
+
+    def _remat(self, key: Key) -> Callable[..., Any]:
+        remat = self._remats.get(key[0])
+        if remat is None:
+            split = key_split(key)
+            body = weak_method(self._traced)
+            names = split.plan.route.arg_names(split)
+            remat = jax.checkpoint(
+                as_users(body, self._fun, names),
+                static_argnums=(0,),
+                **self._jax_kwargs,
+            )
+            remat = self._remats.setdefault(key[0], remat)
+        return remat
 
     def _cache_options(self) -> tuple[Any, ...]:
         return (*super()._cache_options(), self._jax_kwargs)
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         key, dynamic = self._splitter.split_call(args, kwargs)
-        return join_output(self._remat(key, *dynamic))  # type: ignore[no-any-return]
+        return join_output(self._remat(key)(key, *dynamic))  # type: ignore[no-any-return]
 
 
 def checkpoint(

@@ -15,6 +15,7 @@ from .._runtime.plan import Kind, Split, ask_callable
 from .._runtime.prefix import Entry, broadcast_tree
 from .._runtime.routes import key_split
 from .base import Transformed
+from .bodies import as_users
 from .outputs import join_output, split_output
 
 __all__ = ["grad", "value_and_grad"]
@@ -180,7 +181,7 @@ class _Grad(Transformed[_P, Any]):
             if want is None or want:
                 diff.append((j, k, pos))
 
-        def inner(values: list[Any]) -> Any:
+        def inner(*values: Any) -> Any:
             current = list(dynamic)
             for (_, _, pos), value in zip(diff, values):
                 current[pos] = value
@@ -190,8 +191,14 @@ class _Grad(Transformed[_P, Any]):
                 return out[0], split_output(out[1])
             return out
 
+        # One argument per differentiated leaf, named as the user's leaf.
+        infos = split.plan.infos
+        names = [infos[split.dynamic_idx[pos]].path for *_, pos in diff]
+        body = as_users(inner, self._fun, names, keyed=False)
         transform = jax.value_and_grad if self._with_value else jax.grad
-        result = transform(inner, has_aux=self._has_aux)([dynamic[p] for *_, p in diff])
+        argnums = tuple(range(len(diff))) or 0  # nothing to differentiate: 0
+        values = [dynamic[p] for *_, p in diff] or [[]]
+        result = transform(body, argnums=argnums, has_aux=self._has_aux)(*values)
         if self._with_value:
             value, grads = result
         else:

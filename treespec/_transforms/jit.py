@@ -23,7 +23,8 @@ from .._runtime.retrace import (
     log_retrace,
 )
 from .._runtime.routes import Key, StaleKey, key_split
-from .base import Transformed, weak_method
+from .base import Transformed
+from .bodies import as_users, weak_method
 from .jit_stages import JitStages
 from .methods import unbind
 from .outputs import WithStatic
@@ -156,23 +157,22 @@ class Jitted(JitStages[_P, _R]):
             route = split.plan.route
             donate = route.donate_argnums(split)
             in_sh = route.in_shardings(split)
-            config = (donate, in_sh)
-            compiled = state.compiled.get(config)
-            if compiled is None:
-                kwargs = dict(self._jax_kwargs)
-                if in_sh is not None:
-                    kwargs["in_shardings"] = in_sh
-                # The state's body, not this wrapper's: the compiled function
-                # must not keep a wrapper (and so the function) alive; and it
-                # reaches the state weakly, so that the state (and with it
-                # every program) goes as soon as its last wrapper does.
-                compiled = jax.jit(
-                    weak_method(state.traced),
-                    static_argnums=0,
-                    donate_argnums=donate,
-                    **kwargs,
-                )
-                state.compiled[config] = compiled
+            kwargs = dict(self._jax_kwargs)
+            if in_sh is not None:
+                kwargs["in_shardings"] = in_sh
+            # The state's body, not this wrapper's: the compiled function
+            # must not keep a wrapper (and so the function) alive; and it
+            # reaches the state weakly, so that the state (and with it every
+            # program) goes as soon as its last wrapper does. One per split,
+            # named for JAX as the user's function and arguments.
+            body = weak_method(state.traced)
+            compiled = jax.jit(
+                as_users(body, self._fun, route.arg_names(split)),
+                static_argnums=0,
+                donate_argnums=donate,
+                **kwargs,
+            )
+            state.compiled[split.token] = compiled
             state.callers[split.token] = compiled
             return compiled
 

@@ -16,6 +16,7 @@ from .._runtime.plan import Kind
 from .._runtime.prefix import broadcast_call
 from .._runtime.routes import Key, key_split
 from .base import Counted
+from .bodies import as_users
 from .outputs import join_output
 
 __all__ = ["shard_map"]
@@ -100,8 +101,10 @@ class _ShardMapped(Counted[_P, _R]):
             def body(*leaves: Any) -> Any:
                 return self._traced(key, *leaves)
 
+            split = key_split(key)
+            names = split.plan.route.arg_names(split)
             mapped = jax.shard_map(
-                body,
+                as_users(body, self._fun, names, keyed=False),
                 mesh=self._mesh,
                 in_specs=specs,
                 out_specs=self._out_specs,

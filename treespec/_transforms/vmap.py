@@ -17,7 +17,8 @@ from .._runtime.partition import combine
 from .._runtime.plan import Kind, Split
 from .._runtime.prefix import Entry, broadcast_call, broadcast_tree
 from .._runtime.routes import Key, key_split
-from .base import Counted, Transformed, weak_method
+from .base import Counted, Transformed
+from .bodies import as_users, weak_method
 from .outputs import WithStatic, join_output
 
 __all__ = ["pmap", "vmap"]
@@ -91,6 +92,8 @@ def _resolve_axes(
 
 class _AxisMapped(Transformed[_P, _R]):
     """What vmap and pmap share: `in_axes` over the dynamic leaves, JAX options."""
+
+    _maps_arguments = True
 
     def __init__(
         self,
@@ -194,21 +197,25 @@ class _VMapped(_AxisMapped[_P, _R]):
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         key, dynamic = self._splitter.split_call(args, kwargs)
-        axes = self._axes(key_split(key), dynamic, args, kwargs)
+        split = key_split(key)
+        axes = self._axes(split, dynamic, args, kwargs)
+        names = split.plan.route.arg_names(split)
         out_axes = self._out_axes
         if out_axes is None:
 
             def body(*leaves: Any) -> Any:
                 return self._traced(key, *leaves)
 
-            mapped = jax.vmap(body, in_axes=axes, **self._jax_kwargs)
+            named = as_users(body, self._fun, names, keyed=False)
+            mapped = jax.vmap(named, in_axes=axes, **self._jax_kwargs)
             return join_output(mapped(*dynamic))  # type: ignore[no-any-return]
         record: dict[str, Any] = {}
 
         def grouped(*leaves: Any) -> Any:
             return out_axes.split(self._traced(key, *leaves), record)
 
-        groups = jax.vmap(grouped, in_axes=axes, **self._jax_kwargs)(*dynamic)
+        named = as_users(grouped, self._fun, names, keyed=False)
+        groups = jax.vmap(named, in_axes=axes, **self._jax_kwargs)(*dynamic)
         return out_axes.join(groups, record)  # type: ignore[no-any-return]
 
 
@@ -281,19 +288,21 @@ class _PMapped(_AxisMapped[_P, _R], Counted[_P, _R]):
         self._lock = threading.Lock()
 
     def _compiled_for(self, split: Split, axes: tuple[Any, ...]) -> Callable[..., Any]:
-        config = (split.plan.route.donate_argnums(split), axes)
+        route = split.plan.route
+        config = (split.token, route.donate_argnums(split), axes)
         compiled = self._compiled.get(config)
         if compiled is None:
+            body = weak_method(
+                self._traced if self._out_axes is None else self._grouped
+            )
             with self._lock:
                 compiled = self._compiled.setdefault(
                     config,
                     jax.pmap(
-                        weak_method(
-                            self._traced if self._out_axes is None else self._grouped
-                        ),
+                        as_users(body, self._fun, route.arg_names(split)),
                         static_broadcasted_argnums=0,
                         in_axes=(None, *axes),
-                        donate_argnums=config[0],
+                        donate_argnums=config[1],
                         **self._jax_kwargs,
                     ),
                 )
