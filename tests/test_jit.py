@@ -946,3 +946,37 @@ def test_clear_cache_forgets_the_traces_explanations_compare_with(
         f(jnp.ones(1), 2)  # traced again, but a first trace: nothing to explain
     assert f.trace_count == 2
     assert [r for r in caplog.records if "retracing" in r.getMessage()] == []
+
+
+_RAISES = """
+import os, traceback, jax, jax.numpy as jnp, treespec
+from treespec import Static
+
+def step(x: jax.Array, n: Static[int]) -> jax.Array:
+    raise KeyError("the user's own error")
+
+try:
+    treespec.jit(step)(jnp.ones(2), 3)
+except KeyError as error:
+    frames = traceback.extract_tb(error.__traceback__)
+    here = os.path.dirname(treespec.__file__)
+    print(sum(f.filename.startswith(here) for f in frames), len(frames))
+"""
+
+
+@pytest.mark.parametrize("filtering", ["auto", "off"])
+def test_treespecs_frames_are_hidden_as_jax_hides_its_own(filtering: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "JAX_TRACEBACK_FILTERING": filtering}
+    done = subprocess.run(
+        [sys.executable, "-c", _RAISES], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    ours, total = map(int, done.stdout.split())
+    if filtering == "off":
+        assert ours > 1  # everything shown, treespec's frames too
+    else:
+        assert ours <= 1 and total <= 3  # the call site, its wrapper, the raise

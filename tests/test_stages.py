@@ -292,3 +292,23 @@ def test_the_lowered_and_exported_programs_carry_the_functions_name() -> None:
     assert "module @jit_train_step" in text
     exported = jax.export.export(jitted)(jnp.ones(2), 3)
     assert exported.fun_name == "train_step"
+
+
+@pytest.mark.parametrize("how", ["copy", "deepcopy"])
+def test_every_stage_object_copies(how: str) -> None:
+    # As jax.jit's stages copy; a deep copy shares the compiled program, which
+    # cannot be copied (JAX's own deepcopy refuses), as a deep copy shares a
+    # function.
+    import copy
+
+    def f(x: jax.Array, n: Static[int]) -> jax.Array:
+        return x * n
+
+    lowered = treespec.jit(f).lower(jnp.ones(2), 3)
+    compiled = lowered.compile()
+    copier = getattr(copy, how)
+    again = copier(lowered)
+    assert type(again) is type(lowered) and again.as_text() == lowered.as_text()
+    np.testing.assert_allclose(again.compile()(jnp.ones(2), 3), 3.0)
+    np.testing.assert_allclose(copier(compiled)(jnp.ones(2), 3), 3.0)
+    assert copier(compiled).in_tree == compiled.in_tree
