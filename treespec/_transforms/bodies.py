@@ -11,11 +11,28 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 __all__ = ["CallNames", "as_users", "weak_method"]
+
+
+def _hide_treespecs_frames() -> None:
+    """Have JAX hide treespec's frames from a user's traceback as it hides
+    its own (`JAX_TRACEBACK_FILTERING`), as Equinox does: below a JAX
+    transform, an error of the user's function shows the user's frames."""
+    try:
+        from jax._src import traceback_util
+    except ImportError:  # pragma: no cover - a JAX without the private module
+        return
+    register = getattr(traceback_util, "register_exclusion", None)
+    if callable(register):
+        register(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+_hide_treespecs_frames()
 
 
 def weak_method(method: Callable[..., Any]) -> Callable[..., Any]:

@@ -204,6 +204,7 @@ class Jitted(JitStages[_P, _R]):
         return out
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        __tracebackhide__ = True  # pytest's and IPython's tracebacks
         splitter = self._splitter
         route = splitter.positional
         call: tuple[Any, ...] = args

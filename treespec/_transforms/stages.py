@@ -30,7 +30,7 @@ called.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import jax
 
@@ -239,7 +239,17 @@ class Stage:
         return self._call.output(self._jax.out_info)
 
     def __getattr__(self, name: str) -> Any:
+        if name in ("_jax", "_call", "_first"):  # not set yet (a copy, a pickle)
+            raise AttributeError(name)
         return getattr(self._jax, name)
+
+    def __copy__(self) -> Self:
+        return type(self)(self._jax, self._call, self._first)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Self:
+        # JAX's program cannot be copied (its deepcopy refuses): shared, as a
+        # deep copy shares a function.
+        return self.__copy__()
 
 
 class Lowered(Stage):
