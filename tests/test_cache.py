@@ -289,3 +289,25 @@ def test_a_new_instance_at_a_dead_instances_address_gets_its_own_state() -> None
     assert again.trace_count == 0  # not the dead instance's state
     again(jnp.ones(1))
     assert again.trace_count == 1
+
+
+def test_what_a_bound_method_compiled_goes_with_its_instance() -> None:
+    # `treespec.jit(model.apply)` of a plain class: the programs compiled for
+    # that instance go when the instance does (as `jax.jit(model.apply)`'s
+    # go with the method), not when the function's variants overflow.
+    class Model:
+        def __init__(self, k: float) -> None:
+            self.k = k
+
+        def apply(self, x: jax.Array) -> jax.Array:
+            return x * self.k
+
+    states = []
+    for k in range(3):
+        model = Model(float(k))
+        jitted = treespec.jit(model.apply)
+        np.testing.assert_allclose(jitted(jnp.ones(2)), float(k))
+        states.append(weakref.ref(jitted._state))
+        del jitted, model
+    gc.collect()
+    assert [state() for state in states] == [None] * 3
