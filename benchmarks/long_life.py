@@ -19,9 +19,16 @@ happen to fall), which is an eighth of the dropped closures' few MB. Counts
 - static churn: 300 distinct `Static[int]` values cycled 4 times (1,200
   calls) with treespec's static-key bound lowered to 250
   (`TREESPEC_MAX_STATIC_KEYS`): past it, no value is traced twice.
+- bound methods: 200 models, each holding 256 KB of its own, whose method is
+  jitted as it is (`jit(model.apply)`, a notebook or a sweep that jits a
+  model's method per trial), called once and dropped with the model; once
+  for a plain class, once for an `equinox.Module`. Also: how many models are
+  still alive. `jax.jit` gets `jax.jit(model.apply)` for the plain class and
+  a closure over the model for the Module (whose bound method it cannot
+  hash).
 
-`--quick`: 100 closures; 60 values cycled 4 times past a bound of 50; one run
-each.
+`--quick`: 100 closures; 60 values cycled 4 times past a bound of 50; 50
+models; one run each.
 """
 
 from __future__ import annotations
@@ -38,6 +45,9 @@ import subprocess
 import sys
 import weakref
 from typing import Any
+
+import equinox as eqx
+import jax
 
 # Read at import: the parent sets TREESPEC_MAX_STATIC_KEYS for the churn.
 from treespec import Static
@@ -113,6 +123,65 @@ def _closures(name: str, count: int) -> dict[str, Any]:
     }
 
 
+class Layer(eqx.Module):
+    """A model as an `equinox.Module`, holding 256 KB of its own."""
+
+    table: jax.Array
+
+    def apply(self, x: jax.Array) -> jax.Array:
+        return x @ self.table
+
+
+class Plain:
+    """A model as a plain class, holding 256 KB of its own."""
+
+    def __init__(self, table: jax.Array) -> None:
+        self.table = table
+
+    def apply(self, x: jax.Array) -> jax.Array:
+        return x @ self.table
+
+
+def _models(module: bool) -> Any:
+    """A model of trial `i`: a plain class, or an `equinox.Module`."""
+    import jax.numpy as jnp
+
+    kind = Layer if module else Plain
+    return lambda i: kind(jnp.full((256, 256), float(i)))
+
+
+def _methods(name: str, count: int, module: bool) -> dict[str, Any]:
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    import treespec
+
+    make = _models(module)
+    refs: list[weakref.ref[Any]] = []
+
+    def jitted(model: Any) -> Any:
+        if name == "jax.jit":
+            return jax.jit((lambda x: model.apply(x)) if module else model.apply)
+        if name == "equinox.filter_jit":
+            return eqx.filter_jit(model.apply)
+        return treespec.jit(model.apply)
+
+    def trial(i: int) -> None:
+        model = make(i)
+        jitted(model)(jnp.ones((4, 256))).block_until_ready()
+        refs.append(weakref.ref(model))
+
+    trial(-1)  # the first compile's one-off costs, outside the measurement
+    refs.clear()
+    gc.collect()
+    before = _rss()
+    for i in range(count):
+        trial(i)
+    gc.collect()
+    return {"growth": _rss() - before, "models": sum(r() is not None for r in refs)}
+
+
 def _churn(name: str, distinct: int, cycles: int) -> dict[str, Any]:
     import jax.numpy as jnp
 
@@ -138,6 +207,8 @@ def _churn(name: str, distinct: int, cycles: int) -> dict[str, Any]:
 def _child(scenario: str, name: str, quick: bool) -> None:
     if scenario == "closures":
         result = _closures(name, 100 if quick else 500)
+    elif scenario.startswith("methods"):
+        result = _methods(name, 50 if quick else 200, scenario == "methods-module")
     else:
         result = _churn(name, 60 if quick else 300, 4)
     print(json.dumps(result))
@@ -152,7 +223,7 @@ def _once(scenario: str, name: str, quick: bool, bound: int) -> dict[str, Any]:
     if quick:
         command.append("--quick")
     env = {**os.environ, "TREESPEC_MAX_STATIC_KEYS": str(bound)}
-    if scenario == "closures":
+    if scenario != "churn":
         env.pop("TREESPEC_MAX_STATIC_KEYS")
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0:
@@ -193,8 +264,15 @@ def main() -> None:
     distinct, bound = (60, 50) if opts.quick else (300, 250)
     closures = {name: _run("closures", name, opts.quick, bound) for name in CONTENDERS}
     churn = {name: _run("churn", name, opts.quick, bound) for name in CONTENDERS}
-
-    print(render(machine(), closures, churn, count, distinct, bound))
+    methods = {
+        kind: {
+            name: _run(f"methods-{kind}", name, opts.quick, bound)
+            for name in CONTENDERS
+        }
+        for kind in ("plain", "module")
+    }
+    models = 50 if opts.quick else 200
+    print(render(machine(), closures, churn, count, distinct, bound, methods, models))
 
 
 def render(
@@ -204,6 +282,8 @@ def render(
     count: int,
     distinct: int,
     bound: int,
+    methods: dict[str, dict[str, dict[str, Any]]] | None = None,
+    models: int = 0,
 ) -> str:
     """The tables of one run (`benchmarks/report.py` holds its ratios to
     targets)."""
@@ -229,6 +309,17 @@ def render(
     ]
     for name, r in churn.items():
         lines.append(f"| {name} | {r['traces']} | {_mb(r['growth'])} |")
+    for kind, results in (methods or {}).items():
+        what = "a plain class" if kind == "plain" else "an equinox.Module"
+        lines += [
+            "",
+            f"### {models} jitted bound methods of {what}, dropped with the model",
+            "",
+            "| contender | models alive | memory after gc |",
+            "| --- | --- | --- |",
+        ]
+        for name, r in results.items():
+            lines.append(f"| {name} | {r['models']} | {_mb(r['growth'])} |")
     lines += ["", "### Ratios", "", "| ratio | value |", "| --- | --- |"]
     for title, results in (("dropped closures", closures), ("static churn", churn)):
         base, ours = results["jax.jit"], results["treespec.jit"]
@@ -236,6 +327,11 @@ def render(
         traces = ours["traces"] / max(base["traces"], 1)
         lines.append(f"| {title}: memory treespec.jit / jax.jit | {memory:.2f} |")
         lines.append(f"| {title}: traces treespec.jit / jax.jit | {traces:.2f} |")
+    for kind, results in (methods or {}).items():
+        base, ours = results["jax.jit"], results["treespec.jit"]
+        memory = ours["growth"] / max(base["growth"], 1)
+        title = f"bound methods ({kind})"
+        lines.append(f"| {title}: memory treespec.jit / jax.jit | {memory:.2f} |")
     return "\n".join(lines)
 
 

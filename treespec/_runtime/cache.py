@@ -124,6 +124,23 @@ def owner_of(fun: Any) -> tuple[Any, Any]:
     return fun, None
 
 
+def _forgetting(
+    variants: dict[Hashable, JitState], key: Hashable
+) -> Callable[[weakref.ref[Any]], None]:
+    """What forgets a bound method's state when its instance goes: the
+    programs it compiled for that instance go with it (as `jax.jit(m.method)`'s
+    go with the method), not when the function's variants overflow. A new
+    instance at the dead one's address may have taken the key: its state
+    stays. (No lock: this runs during a collection, maybe inside `_lock`.)"""
+
+    def forget(dead: weakref.ref[Any]) -> None:
+        state = variants.get(key)
+        if state is not None and state.instance is dead:
+            variants.pop(key, None)
+
+    return forget
+
+
 def shared_state(fun: Any, options: Hashable, make: Callable[[], JitState]) -> JitState:
     """The state shared by wrappers of `fun` with these options.
 
@@ -135,9 +152,13 @@ def shared_state(fun: Any, options: Hashable, make: Callable[[], JitState]) -> J
         chain = getattr(fun, "_cache_chain", lambda: ())()
         key = (options, chain, id(instance) if instance is not None else None)
         hash(key)
-        instance_ref = weakref.ref(instance) if instance is not None else None
         with _lock:
             variants = _registry.setdefault(owner, {})
+        instance_ref = (
+            weakref.ref(instance, _forgetting(variants, key))
+            if instance is not None
+            else None
+        )
     except TypeError:  # not weakly referenceable, or unhashable options
         return make()
     with _lock:
