@@ -96,6 +96,8 @@ class JitStages(Transformed[_P, _R]):
         new static values keeps one program per value, as `jax.jit` does:
         call `clear_cache()` between phases, or mark such a leaf
         `Dynamic[...]`. See [Performance](performance.md#a-long-life).
+        Other threads may be calling the function meanwhile: a call that
+        loses the race traces again, as under `jax.jit`.
 
         !!! example
 
