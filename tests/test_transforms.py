@@ -5,6 +5,7 @@ Each is compared with the JAX original (or Equinox) on the same function.
 
 from __future__ import annotations
 
+import functools
 from functools import partial
 from typing import Any, NamedTuple, TypedDict
 
@@ -775,6 +776,16 @@ def test_the_wrapped_functions_argument_annotations_still_hold() -> None:
     assert treespec.jit(partial(_loss, _P_W))(_X3).shape == ()
     with pytest.raises(ValidationError, match="the return value"):
         treespec.jit(_bad_return)(_X3)  # the function's own promise: checked
+
+    def logged(fn: Any) -> Any:  # a decorator of the user's keeps the promise
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            return fn(*args, **kwargs)
+
+        return inner
+
+    with pytest.raises(ValidationError, match="the return value"):
+        treespec.jit(logged(_bad_return))(_X3)
 
 
 def _bad_return(x: Float[Array, "n"]) -> Float[Array, ""]:

@@ -15,7 +15,8 @@ that are not its own: `jax.grad(loss)` shows `loss`'s (`functools.wraps`) and
 returns a gradient, `jax.vmap(f)` shows `f`'s and takes a batch. Its markers
 still say what is static; its return annotation (`returns_its_own`), and for
 a mapped function its argument annotations (`maps_arguments`), are no promise
-of the wrapper's, so a treespec transform over it does not check them.
+of the wrapper's, so a treespec transform over it does not check them. A
+decorator of your own made with `functools.wraps` keeps the promise.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import functools
 import inspect
 import logging
 import os
+import sys
 import threading
 import weakref
 from typing import Any
@@ -111,12 +113,33 @@ def _received(fun: Any) -> Any:
     return fun
 
 
+#: The libraries whose transforms wrap a function with `functools.wraps` and
+#: return something else (a gradient, a batch).
+_TRANSFORMING = ("jax", "jaxlib", "equinox", "flax")
+
+
+def _made_by_a_library(fun: Any) -> bool:
+    """Whether `fun` was made by one of `_TRANSFORMING`: its code, or its
+    class, is theirs."""
+    code = getattr(fun, "__code__", None)
+    if code is None:
+        return type(fun).__module__.split(".")[0] in _TRANSFORMING
+    for name in _TRANSFORMING:
+        module = sys.modules.get(name)
+        where = getattr(module, "__file__", None)
+        if where and code.co_filename.startswith(os.path.dirname(where) + os.sep):
+            return True
+    return False
+
+
 def returns_its_own(fun: Any) -> bool:
     """Whether `fun`'s return annotation is a promise about what `fun` returns:
-    not when its signature is another function's, read through `__wrapped__`
-    (`jax.grad`, `jax.value_and_grad`, `jax.jacrev`, `eqx.filter_grad`, any
-    decorator made with `functools.wraps`)."""
-    return getattr(_received(fun), "__wrapped__", None) is None
+    not when a transform of JAX's or Equinox's made it and shows, through
+    `__wrapped__`, the function it transforms (`jax.grad(loss)` returns a
+    gradient, not what `loss` says). A decorator of your own made with
+    `functools.wraps` keeps the function's promise."""
+    fun = _received(fun)
+    return getattr(fun, "__wrapped__", None) is None or not _made_by_a_library(fun)
 
 
 #: How `jax.vmap` documents the function it returns (JAX 0.4 to 0.12).
