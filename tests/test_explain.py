@@ -77,3 +77,20 @@ def test_explain_of_grad_shows_the_floats_it_differentiates(
     assert lines["x"].startswith("dynamic"), text
     assert lines["y"].startswith("static"), text
     assert float(treespec.grad(loss)(2.0, 3.0)) == 3.0
+
+
+def test_explain_tells_a_numpy_bool_from_a_python_bool(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # They hash alike and make two programs: explain shows which came.
+    import numpy as np
+
+    def f(x, flag: Static[bool]):  # type: ignore[no-untyped-def]
+        return x
+
+    treespec.explain(f, jnp.ones(2), np.bool_(True))
+    treespec.explain(f, jnp.ones(2), True)
+    out = capsys.readouterr().out.splitlines()
+    rows = [line.split("<-")[0] for line in out if line.startswith("flag")]
+    assert "numpy.bool True" in rows[0] and "numpy" not in rows[1]
+    assert " bool True " in rows[1]
