@@ -671,3 +671,118 @@ def test_the_command_has_a_json_format_and_a_usage_error(tmp_path: Path) -> None
     assert found["problems"][0]["severity"] == "error"
     missing = _run("check", "nothing_here.py", cwd=tmp_path)
     assert missing.returncode == 2 and "nothing_here.py" in missing.stderr
+
+
+# The command behaves as a CI tool (issue 40, 5).
+
+_EXITS = """
+import sys
+print("a script's work")
+sys.exit(0)
+"""
+
+_PARSES = """
+import argparse
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=3)
+options = parser.parse_args()
+"""
+
+_RAISES_AT_IMPORT = """
+raise RuntimeError("no data directory here")
+"""
+
+
+def test_a_module_that_exits_or_raises_at_import_is_an_error_and_the_rest_is_checked(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a_exits.py").write_text(_EXITS)
+    (tmp_path / "b_raises.py").write_text(_RAISES_AT_IMPORT)
+    (tmp_path / "c_small.py").write_text(SMALL)
+    done = _run("check", "a_exits.py", "b_raises.py", "c_small.py", cwd=tmp_path)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert any(
+        line.startswith("a_exits.py:")
+        and "error" in line
+        and "exited at import" in line
+        for line in lines
+    ), lines
+    assert any(
+        line.startswith("b_raises.py:") and "RuntimeError" in line for line in lines
+    )
+    # The file after them is still checked, its error found.
+    assert any(line.startswith("c_small.py:10: error: center") for line in lines)
+    assert "a script's work" not in done.stdout.splitlines()[-1]
+
+
+def test_a_script_is_imported_with_its_own_argv(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(_PARSES + SMALL)
+    done = _run("check", "train.py", cwd=tmp_path)
+    assert "unrecognized arguments" not in done.stderr
+    assert done.stdout.splitlines()[-1].startswith("checked 2 functions: 1 error")
+
+
+def test_a_folder_skips_hidden_folders_virtual_environments_and_build_output(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "proj"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "model.py").write_text(SMALL)
+    for skipped in (".venv", "venv", "build", "dist", "node_modules", ".hidden"):
+        (project / skipped / "lib").mkdir(parents=True)
+        (project / skipped / "lib" / "boom.py").write_text(_RAISES_AT_IMPORT)
+    (project / "venv" / "pyvenv.cfg").write_text("home = /usr\n")
+    (project / "src" / "site-packages").mkdir()
+    (project / "src" / "site-packages" / "boom.py").write_text(_RAISES_AT_IMPORT)
+    done = _run("check", "proj", cwd=tmp_path)
+    assert "boom" not in done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1].startswith("checked 2 functions: 1 error")
+
+
+def test_a_path_that_does_not_exist_is_a_usage_error_before_any_import(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "small.py").write_text(_EXITS)
+    done = _run("check", "small.py", "this.py", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "this.py" in done.stderr
+    assert "Zen of Python" not in done.stdout and "a script's work" not in done.stdout
+
+
+def test_nothing_to_check_is_not_a_pass(tmp_path: Path) -> None:
+    # A checker that exits 0 having checked nothing would let CI pass.
+    (tmp_path / "plain.py").write_text("x = 1\n")
+    done = _run("check", "plain.py", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "no function" in done.stdout + done.stderr
+
+
+def test_ctrl_c_exits_130_with_one_line(tmp_path: Path) -> None:
+    import os
+    import signal
+    import time
+
+    (tmp_path / "slow.py").write_text("import time\ntime.sleep(60)\n")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "treespec", "check", "slow.py"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(8)  # JAX imported, the file's import under way
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 130
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_pre_commit_can_run_the_check() -> None:
+    hooks = (ROOT / ".pre-commit-hooks.yaml").read_text()
+    assert "id: treespec-check" in hooks
+    assert "entry: python -m treespec check" in hooks
