@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import sys
 
-from ._shapes.command import main
-
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        from ._shapes.command import main
+
+        status = main()
+    except KeyboardInterrupt:  # Ctrl-C while JAX itself is imported
+        print("interrupted", file=sys.stderr)
+        status = 130
+    sys.exit(status)

@@ -4,9 +4,16 @@ Imports each file or package, finds every function and method a treespec
 transform wraps there (defined there, not imported), checks each with
 `check_shapes`, and prints what mypy prints: `FILE:LINE: error: FUNCTION:
 MESSAGE` and `FILE:LINE: note: ...` lines, then `checked N functions: E
-errors, I notes, S skipped`. Exits 0 when there is no error, 1 when there is
-one, 2 on a usage error (no such file, a module that cannot be imported).
-`--format json` prints one JSON object instead.
+errors, I notes, S skipped`. `--format json` prints one JSON object instead.
+
+It behaves as a CI tool: a file is imported as `python FILE` would run it
+(`sys.argv` is `[FILE]`), and one that exits or raises at import is an error
+of its own while the others are still checked; a folder that is not a
+package skips hidden folders, virtual environments, `site-packages`, `build`,
+`dist`, `__pycache__` and `node_modules`. Exits 0 only when every file was
+imported and checked and no error was found (notes allowed), 1 when there is
+an error or nothing to check, 2 on a usage error (a path that does not exist,
+found before anything is imported), 130 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -16,8 +23,10 @@ import importlib
 import importlib.util
 import inspect
 import json
+import os
 import pkgutil
 import sys
+import traceback
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -47,21 +56,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     check.add_argument("targets", nargs="+", metavar="FILE_OR_PACKAGE")
     check.add_argument("--format", choices=("text", "json"), default="text")
+    check.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="exit 0 when the files hold no function to check (pre-commit "
+        "passes the files a commit changed)",
+    )
     try:
         options = parser.parse_args(argv)
     except SystemExit as exit:  # argparse's usage error (2) or --help (0)
         return int(exit.code or 0)
     try:
-        modules = [m for target in options.targets for m in _import(target)]
+        return _run(options.targets, options.format, options.allow_empty)
     except _UsageError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(targets: Sequence[str], format: str, allow_empty: bool) -> int:
+    sources = [_sources(target) for target in targets]  # every path first
+    failed: list[ShapeIssue] = []
+    modules = [m for found in sources for m in _import(found, failed)]
     reports = [_check(fun) for fun in _functions(modules)]
-    problems = [p for report in reports for p in report.problems]
+    if not reports and not failed and not allow_empty:
+        failed.append(_nothing_found(targets))
+    problems = [*failed, *(p for report in reports for p in report.problems)]
     errors = sum(p.severity == "error" for p in problems)
     notes = sum(p.severity == "note" and not p.skipped for p in problems)
     skipped = sum(report.skipped for report in reports)
-    if options.format == "json":
+    if format == "json":
         print(
             json.dumps(
                 {
@@ -115,23 +141,61 @@ def _check(fun: Any) -> ShapeReport:
         return ShapeReport(name, (issue,))
 
 
-def _import(target: str) -> list[ModuleType]:
-    """The modules a target names: a `.py` file, a directory (every file in
-    it, or the package it is), or a dotted module name."""
+#: Folders a folder's walk never enters (besides hidden ones and virtual
+#: environments, which hold a `pyvenv.cfg`).
+SKIPPED_FOLDERS = frozenset(
+    {"site-packages", "build", "dist", "__pycache__", "node_modules"}
+)
+
+
+def _sources(target: str) -> list[Path] | str:
+    """What a target names, checked before anything is imported: `.py`
+    files (a file, or those of a folder that is not a package), or a
+    package's dotted name (a folder that is one, or a name)."""
     path = Path(target)
     if path.is_file():
-        return [_import_file(path)]
+        return [path]
     if path.is_dir():
         if (path / "__init__.py").is_file():
             sys.path.insert(0, str(path.resolve().parent))
-            return _import_package(path.name)
-        return [_import_file(p) for p in sorted(path.rglob("*.py"))]
-    if target.replace(".", "").replace("_", "").isalnum():
-        return _import_package(target)
-    raise _UsageError(f"{target}: no such file, directory or module")
+            return path.name
+        return _python_files(path)
+    dotted = target.split(".")
+    if target.endswith(".py") or not all(part.isidentifier() for part in dotted):
+        raise _UsageError(f"{target}: no such file or directory")
+    if importlib.util.find_spec(dotted[0]) is None:
+        raise _UsageError(f"{target}: no such file, directory or module")
+    return target
 
 
-def _import_file(path: Path) -> ModuleType:
+def _python_files(folder: Path) -> list[Path]:
+    found = []
+    for root, folders, files in os.walk(folder):
+        folders[:] = sorted(
+            name
+            for name in folders
+            if not name.startswith(".")
+            and name not in SKIPPED_FOLDERS
+            and not (Path(root) / name / "pyvenv.cfg").exists()
+        )
+        found += [Path(root) / name for name in sorted(files) if name.endswith(".py")]
+    return found
+
+
+def _import(found: list[Path] | str, failed: list[ShapeIssue]) -> list[ModuleType]:
+    """The modules of one target; a file that cannot be imported is an error
+    in `failed`, and the others are imported all the same."""
+    if isinstance(found, str):
+        return _import_package(found, failed)
+    modules = []
+    for path in found:
+        module = _import_file(path, failed)
+        if module is not None:
+            modules.append(module)
+    return modules
+
+
+def _import_file(path: Path, failed: list[ShapeIssue]) -> ModuleType | None:
     name = path.stem
     if name in sys.modules or not name.isidentifier():
         name = f"treespec_check_{abs(hash(str(path.resolve())))}"
@@ -141,25 +205,64 @@ def _import_file(path: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and forward references look here
     sys.path.insert(0, str(path.resolve().parent))  # its sibling modules
+    argv, sys.argv = sys.argv, [str(path)]  # as `python FILE` runs it
     try:
         spec.loader.exec_module(module)
-    except Exception as error:  # the user's module fails on import
+    except (Exception, SystemExit) as error:  # the user's module, at import
         del sys.modules[name]
-        raise _UsageError(f"{path}: cannot be imported: {error!r}") from None
+        failed.append(_import_error(str(path), error))
+        return None
+    finally:
+        sys.argv = argv
     return module
 
 
-def _import_package(name: str) -> list[ModuleType]:
+def _import_package(name: str, failed: list[ShapeIssue]) -> list[ModuleType]:
     try:
         package = importlib.import_module(name)
-        modules = [package]
-        for info in pkgutil.walk_packages(
-            getattr(package, "__path__", []), prefix=f"{name}."
-        ):
+    except (Exception, SystemExit) as error:
+        failed.append(_import_error(name, error))
+        return []
+    modules = [package]
+    for info in pkgutil.walk_packages(
+        getattr(package, "__path__", []), prefix=f"{name}.", onerror=lambda _: None
+    ):
+        try:
             modules.append(importlib.import_module(info.name))
-    except Exception as error:  # the user's package fails on import
-        raise _UsageError(f"{name}: cannot be imported: {error!r}") from None
+        except (Exception, SystemExit) as error:
+            failed.append(_import_error(info.name, error))
     return modules
+
+
+def _import_error(where: str, error: BaseException) -> ShapeIssue:
+    """A module that could not be imported, as an error at the line of its
+    own that raised (or its first line): nothing in it was checked."""
+    line = 1
+    target = str(Path(where).resolve()) if where.endswith(".py") else None
+    for frame in traceback.extract_tb(error.__traceback__):
+        if target is not None and str(Path(frame.filename).resolve()) == target:
+            line = frame.lineno or 1
+    if isinstance(error, SystemExit):
+        what = f"exited at import (sys.exit({error.code!r}))"
+        fix = (
+            "a checked file is imported, so its top level runs: put a script's "
+            'work under `if __name__ == "__main__":`'
+        )
+    else:
+        what = f"raised {type(error).__name__} at import: {error}"
+        fix = "nothing in it was checked"
+    return ShapeIssue("error", where, line, Path(where).stem, f"{what}; {fix}")
+
+
+def _nothing_found(targets: Sequence[str]) -> ShapeIssue:
+    shown = " ".join(targets)
+    return ShapeIssue(
+        "error",
+        shown,
+        0,
+        "check",
+        "no function a treespec transform wraps was found: nothing was checked",
+    )
 
 
 def _functions(modules: Sequence[ModuleType]) -> Iterator[Any]:
