@@ -16,7 +16,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import pytest
-from jaxtyping import Array, Bool, Float, Int, PyTree, Shaped
+from jaxtyping import Array, Bool, Float, Int, Key, PRNGKeyArray, PyTree, Shaped, UInt32
 
 import treespec
 from treespec import Dynamic, Static
@@ -786,3 +786,33 @@ def test_pre_commit_can_run_the_check() -> None:
     hooks = (ROOT / ".pre-commit-hooks.yaml").read_text()
     assert "id: treespec-check" in hooks
     assert "entry: python -m treespec check" in hooks
+
+
+# Keys and other JAX types are built (issue 40, 2).
+
+
+def _noisy_typed(key: PRNGKeyArray, x: Float[Array, "n"]) -> Float[Array, "n"]:
+    return x + jax.random.normal(key, x.shape)
+
+
+def _noisy_key(key: Key[Array, ""], x: Float[Array, "n"]) -> Float[Array, "n"]:
+    return x + jax.random.normal(key, x.shape)
+
+
+def _noisy_raw(key: UInt32[Array, "2"], x: Float[Array, "n"]) -> Float[Array, "n"]:
+    return x + jax.random.normal(key, x.shape)
+
+
+def _noisy_bug(key: Key[Array, ""], x: Float[Array, "n"]) -> Float[Array, "n"]:
+    return x + jax.random.normal(key, (x.shape[0] + 1,))  # BUG: one too many
+
+
+@pytest.mark.parametrize("fun", [_noisy_typed, _noisy_key, _noisy_raw])
+def test_prng_keys_are_built(fun: Any) -> None:
+    report = treespec.check_shapes(treespec.jit(fun))
+    assert report.ok and not report.problems, str(report)
+
+
+def test_a_bug_beside_a_key_is_found() -> None:
+    report = treespec.check_shapes(treespec.jit(_noisy_bug))
+    assert [p.severity for p in report.problems] == ["error"], str(report)
