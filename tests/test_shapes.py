@@ -816,3 +816,22 @@ def test_prng_keys_are_built(fun: Any) -> None:
 def test_a_bug_beside_a_key_is_found() -> None:
     report = treespec.check_shapes(treespec.jit(_noisy_bug))
     assert [p.severity for p in report.problems] == ["error"], str(report)
+
+
+def test_a_librarys_state_alias_is_never_built_as_a_guess() -> None:
+    # optax.OptState is a union of arrays, containers and scalars: no value
+    # of it can be guessed; it is taken from a value given, or the function
+    # is skipped with a note naming it (issue 40, 2).
+    import optax
+
+    def step(
+        params: Float[Array, "n"], opt_state: optax.OptState, g: Float[Array, "n"]
+    ) -> Float[Array, "n"]:
+        return params - g
+
+    report = treespec.check_shapes(treespec.jit(step))
+    assert not report.outputs
+    (note,) = report.problems
+    assert note.severity == "note" and note.skipped and "opt_state" in note.message
+    given = optax.sgd(0.1).init(jnp.ones(3))
+    assert treespec.check_shapes(treespec.jit(step), opt_state=given).ok
