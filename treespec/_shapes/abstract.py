@@ -319,20 +319,21 @@ class Builder:
         marker: Marker | None,
         prefer_value: bool = False,
     ) -> Any:
-        first: Exception | None = None
-        has_none = False
+        # Built from its first member (None aside). When that cannot be
+        # built, no later member is taken as a guess (a union of arrays,
+        # containers and scalars, as a library's state alias like
+        # `optax.OptState`, has no value to guess): the union's None if it
+        # has one, else no value (the function is skipped, naming it).
+        has_none = any(isinstance(member, NoneNode) for member in node.members)
         for member in node.members:
             if isinstance(member, NoneNode):
-                has_none = True
                 continue
             try:
                 return self.build(member, path, marker=marker)
-            except (CannotBuild, MissingValue) as error:
-                first = first or error
-        if has_none:
-            return None
-        if first is not None:
-            raise first
+            except (CannotBuild, MissingValue):
+                if has_none:
+                    return None
+                raise MissingValue(path, node.text or "a union") from None
         return None
 
     _BUILDERS: typing.ClassVar[dict[type, Callable[..., Any]]] = {
@@ -379,6 +380,6 @@ def _dtype_of(annotation: Any) -> Any:
     for name in _DTYPES:
         if name in dtypes:
             return np.dtype(name) if name != "bfloat16" else jax.numpy.bfloat16
-    if any(str(d).startswith("key") for d in dtypes):
+    if any(str(d).startswith(("key", "prng_key")) for d in dtypes):  # a typed key
         return jax.eval_shape(jax.random.key, 0).dtype
     return np.dtype(dtypes[0])
