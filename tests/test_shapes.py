@@ -19,7 +19,7 @@ import pytest
 from jaxtyping import Array, Bool, Float, Int, Key, PRNGKeyArray, PyTree, Shaped, UInt32
 
 import treespec
-from treespec import Dynamic, Static
+from treespec import Dynamic, Static, ValidationError
 from treespec._shapes.command import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -835,3 +835,43 @@ def test_a_librarys_state_alias_is_never_built_as_a_guess() -> None:
     assert note.severity == "note" and note.skipped and "opt_state" in note.message
     given = optax.sgd(0.1).init(jnp.ones(3))
     assert treespec.check_shapes(treespec.jit(step), opt_state=given).ok
+
+
+# Every mode (issue 40, 4): a static bool, Literal or Enum takes every value,
+# its default first; a value given wins.
+
+
+@treespec.jit
+def _pooled(x: Float[Array, "b n"], pool: Static[bool] = False) -> Float[Array, "b n"]:
+    if pool:
+        return x.mean(axis=1)  # BUG: only when pool=True
+    return x
+
+
+@treespec.jit
+def _attention(
+    x: Float[Array, "t d"],
+    kind: Static[Literal["global", "local"]] = "global",
+) -> Float[Array, "t d"]:
+    if kind == "local":
+        return x[1:]  # BUG: only in the local mode
+    return x
+
+
+@pytest.mark.parametrize("fun", [_pooled, _attention], ids=["bool", "Literal"])
+def test_a_static_mode_is_checked_in_every_value_not_only_its_default(
+    fun: Any,
+) -> None:
+    report = treespec.check_shapes(fun)
+    assert [p.severity for p in report.problems] == ["error"], str(report)
+    assert len(report.outputs) == 1  # the default's run passed; the other fails
+    # The bug is real: on arrays, the other mode fails, the default runs.
+    other = True if fun is _pooled else "local"
+    fun(jnp.ones((4, 3)))
+    with pytest.raises(ValidationError):
+        fun(jnp.ones((4, 3)), other)
+
+
+def test_a_static_mode_given_a_value_is_checked_at_that_value_only() -> None:
+    report = treespec.check_shapes(_pooled, pool=False)
+    assert report.ok and len(report.outputs) == 1
