@@ -12,9 +12,10 @@ dimensions where arrays go and concrete values where static leaves go.
   dimension is written), `#name` is 1 and `*name`/`...` are two dimensions.
   Every `...` of a call stands for the same dimensions.
 - Each jaxtyping dtype category at one dtype (`Float` float32, `Int` int32).
-- Static leaves: the value given, else the default (of the parameter or the
-  field), else every value of a `bool`, `Literal[...]` or `Enum` (a choice
-  the caller enumerates); else the leaf is missing (`MissingValue`).
+- Static leaves: the value given; every value of a `bool`, `Literal[...]`
+  or `Enum` (a choice the caller enumerates), its default first; else the
+  default (of the parameter or the field); else the leaf is missing
+  (`MissingValue`).
 - Containers as the runtime follows them: `tuple[T, ...]`, `list[T]` and
   `*args` with one item, `dict[K, V]` and `**kwargs` empty, a `TypedDict` with
   every key, a class with every field (its `__init__` is not run), `PyTree[T]`
@@ -25,7 +26,6 @@ dimensions where arrays go and concrete values where static leaves go.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import inspect
 import re
 import typing
@@ -51,6 +51,7 @@ from .._runtime.classes import is_namedtuple, is_nnx
 from .._runtime.dims import bound_dims
 from .._runtime.resolve import walk_value
 from .._runtime.typing_forms import is_jaxtyping_array
+from .leaves import dtype_of, finite_values
 
 __all__ = [
     "Builder",
@@ -65,8 +66,6 @@ __all__ = [
 #: What a parameter or field without a default has (a signature's own mark).
 NO_DEFAULT: Any = inspect.Parameter.empty
 
-#: One dtype for each jaxtyping dtype category, the first the category allows.
-_DTYPES = ("float32", "int32", "uint32", "bool", "complex64", "bfloat16")
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SCALARS = {float: np.float32, int: np.int32, bool: np.bool_, complex: np.complex64}
@@ -163,12 +162,21 @@ class Builder:
         path: str,
         default: Any = NO_DEFAULT,
         marker: Marker | None = None,
+        *,
+        given: bool = False,
     ) -> Any:
-        """The abstract value of `node` at `path` (a key path, for messages)."""
+        """The abstract value of `node` at `path` (a key path, for messages);
+        `default` is the parameter's or field's default, or with `given` the
+        value the caller gave (which wins)."""
         marker = node.marker or marker
+        if given:
+            return abstract_value(default)
         if default is None and isinstance(node, UnionNode):
             return self._union(node, path, marker, prefer_value=True)
         if default is not NO_DEFAULT:
+            modes = self._modes(node, marker, default)
+            if modes is not None:  # every mode, the default first
+                return self._choose(path, modes)
             return abstract_value(default)
         builder = self._BUILDERS.get(type(node))
         if builder is None:
@@ -191,7 +199,7 @@ class Builder:
                 f"{node.text} says no shape (annotate it with jaxtyping, such "
                 "as Float[Array, 'b n'], or give a value)",
             )
-        values = _finite_values(node)
+        values = finite_values(node)
         if values is None:
             raise MissingValue(path, node.text or "unannotated")
         return self._choose(path, values)
@@ -202,13 +210,26 @@ class Builder:
     def _none(self, node: NoneNode, path: str, marker: Marker | None) -> Any:
         return None
 
+    @staticmethod
+    def _modes(
+        node: Node, marker: Marker | None, default: Any
+    ) -> tuple[Any, ...] | None:
+        """A static `bool`, `Literal[...]` or `Enum` leaf's values, its default
+        first: a mode only in another value is checked too."""
+        if not isinstance(node, LeafNode) or marker in (Marker.DYNAMIC, Marker.DONATE):
+            return None
+        values = finite_values(node)
+        if values is None or default not in values:
+            return None
+        return (default, *(v for v in values if v is not default and v != default))
+
     def _choose(self, path: str, values: tuple[Any, ...]) -> Any:
         self.choices.setdefault(path, values)
         return self.chosen.get(path, values[0])
 
     def _array(self, annotation: Any, path: str) -> Any:
         shape = tuple(self._dims(str(getattr(annotation, "dim_str", "")), path))
-        return _struct(shape, _dtype_of(annotation))
+        return _struct(shape, dtype_of(annotation))
 
     def _dims(self, dim_str: str, path: str) -> list[Any]:
         rank = 1 + self.variant
@@ -348,18 +369,6 @@ class Builder:
     }
 
 
-def _finite_values(node: LeafNode) -> tuple[Any, ...] | None:
-    """Every value of a `bool`, `Literal[...]` or `Enum` annotation, else None."""
-    annotation = node.annotation
-    if annotation is bool:
-        return (False, True)
-    if node.category == "literal":
-        return tuple(typing.get_args(annotation))
-    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-        return tuple(annotation)
-    return None
-
-
 def _field_defaults(cls: type) -> dict[str, Any]:
     if is_namedtuple(cls):
         return dict(getattr(cls, "_field_defaults", {}))
@@ -371,15 +380,3 @@ def _field_defaults(cls: type) -> dict[str, Any]:
             elif field.default_factory is not dataclasses.MISSING:
                 found[field.name] = field.default_factory()
     return found
-
-
-def _dtype_of(annotation: Any) -> Any:
-    dtypes = getattr(annotation, "dtypes", None)
-    if not isinstance(dtypes, (tuple, list)) or not dtypes:  # `Shaped`: any
-        return np.float32
-    for name in _DTYPES:
-        if name in dtypes:
-            return np.dtype(name) if name != "bfloat16" else jax.numpy.bfloat16
-    if any(str(d).startswith(("key", "prng_key")) for d in dtypes):  # a typed key
-        return jax.eval_shape(jax.random.key, 0).dtype
-    return np.dtype(dtypes[0])

@@ -15,7 +15,7 @@ import dataclasses
 import inspect
 import itertools
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import jax
@@ -167,18 +167,32 @@ class _Run:
         self.variant = variant
         self.chosen = chosen
 
-    def text(self) -> str:
-        parts = [f"{path}={value!r}" for path, value in self.chosen.items()]
-        if self.variant:
+    def text(self, paths: Iterable[str] | None = None, variant: bool = True) -> str:
+        """The run's static values (those at `paths`), and its variant."""
+        shown = self.chosen if paths is None else {p: self.chosen[p] for p in paths}
+        parts = [f"{path}={value!r}" for path, value in shown.items()]
+        if self.variant and variant:
             parts.append("each #dim 1 and each *dims/... two dimensions")
         return ", ".join(parts)
+
+
+def _common(runs: Sequence[_Run]) -> str:
+    """What every run of `runs` shares: the static values (and the variant)
+    a finding needs, leaving out those it was found with in every value."""
+    first = runs[0]
+    paths = [
+        path
+        for path, value in first.chosen.items()
+        if all(run.chosen.get(path) == value for run in runs)
+    ]
+    return first.text(paths, variant=all(run.variant for run in runs))
 
 
 class _Checker:
     def __init__(self, target: _Target, constraints: tuple[str, ...]) -> None:
         self.t = target
         self.constraints = constraints
-        self.problems: dict[tuple[str, int, str], list[str]] = {}
+        self.problems: dict[tuple[str, int, str], list[_Run]] = {}
         self.order: list[ShapeIssue] = []
 
     def run(self) -> ShapeReport:
@@ -256,7 +270,8 @@ class _Checker:
 
     def _argument(self, builder: Builder, param: Param, default: Any) -> Any:
         if param.name in self.t.given:
-            return builder.build(param.node, param.name, self.t.given[param.name])
+            value = self.t.given[param.name]
+            return builder.build(param.node, param.name, value, given=True)
         if param.kind is inspect.Parameter.VAR_POSITIONAL:
             return [builder.build(param.node, f"{param.name}[0]")]
         if param.kind is inspect.Parameter.VAR_KEYWORD:
@@ -325,14 +340,15 @@ class _Checker:
         if key not in self.problems:
             self.problems[key] = []
             self.order.append(issue)
-        self.problems[key].append(run.text())
+        self.problems[key].append(run)
 
     def _final(self, runs: int) -> Iterator[ShapeIssue]:
         for issue in self.order:
-            texts = self.problems[(issue.severity, issue.line, issue.message)]
-            if len(texts) < runs and texts[0]:
+            failed = self.problems[(issue.severity, issue.line, issue.message)]
+            text = _common(failed) if len(failed) < runs else ""
+            if text:  # some runs passed: say which values it needs
                 issue = dataclasses.replace(
-                    issue, message=f"{issue.message} (with {texts[0]})"
+                    issue, message=f"{issue.message} (with {text})"
                 )
             yield issue
 

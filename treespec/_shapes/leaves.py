@@ -1,0 +1,45 @@
+"""What a leaf annotation stands for in a shape check: the dtype an array of
+its jaxtyping category is built with, and the values of a `bool`,
+`Literal[...]` or `Enum` (every mode of a static leaf)."""
+
+from __future__ import annotations
+
+import enum
+import typing
+from typing import Any
+
+import jax
+import numpy as np
+
+from .._model.spec import LeafNode
+
+__all__ = ["DTYPES", "dtype_of", "finite_values"]
+
+#: One dtype for each jaxtyping dtype category, the first the category allows.
+DTYPES = ("float32", "int32", "uint32", "bool", "complex64", "bfloat16")
+
+
+def finite_values(node: LeafNode) -> tuple[Any, ...] | None:
+    """Every value of a `bool`, `Literal[...]` or `Enum` annotation, else None."""
+    annotation = node.annotation
+    if annotation is bool:
+        return (False, True)
+    if node.category == "literal":
+        return tuple(typing.get_args(annotation))
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return tuple(annotation)
+    return None
+
+
+def dtype_of(annotation: Any) -> Any:
+    """The dtype an array of a jaxtyping annotation is built with (a typed
+    PRNG key for `Key[...]`)."""
+    dtypes = getattr(annotation, "dtypes", None)
+    if not isinstance(dtypes, (tuple, list)) or not dtypes:  # `Shaped`: any
+        return np.float32
+    for name in DTYPES:
+        if name in dtypes:
+            return np.dtype(name) if name != "bfloat16" else jax.numpy.bfloat16
+    if any(str(d).startswith(("key", "prng_key")) for d in dtypes):  # a typed key
+        return jax.eval_shape(jax.random.key, 0).dtype
+    return np.dtype(dtypes[0])
