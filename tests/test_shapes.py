@@ -875,3 +875,163 @@ def test_a_static_mode_is_checked_in_every_value_not_only_its_default(
 def test_a_static_mode_given_a_value_is_checked_at_that_value_only() -> None:
     report = treespec.check_shapes(_pooled, pool=False)
     assert report.ok and len(report.outputs) == 1
+
+
+# What the checker does and no test held (issue 40, 7): each of these fails
+# when the line it pins is broken.
+
+
+def test_exactly_the_cap_of_combinations_is_checked_with_no_note() -> None:
+    @treespec.jit
+    def four(
+        x: Float[Array, "n"], a: bool, b: bool, c: bool, d: bool
+    ) -> Float[Array, "n"]:
+        return x
+
+    report = treespec.check_shapes(four)
+    assert len(report.outputs) == treespec._shapes.check.MAX_COMBINATIONS == 16
+    assert report.ok and not report.problems
+
+
+def test_the_second_run_makes_each_star_dims_two_dimensions_and_each_hash_dim_1() -> (
+    None
+):
+    @treespec.jit
+    def only_with_two_batch_dims(x: Float[Array, "*b n"]) -> Float[Array, "*b n"]:
+        if x.ndim > 2:
+            return x[..., 1:]  # found only where *b is two dimensions
+        return x
+
+    report = treespec.check_shapes(only_with_two_batch_dims)
+    assert [p.severity for p in report.problems] == ["error"], str(report)
+    assert "two dimensions" in report.problems[0].message
+
+    @treespec.jit
+    def only_at_one(x: Float[Array, "#k n"]) -> Float[Array, "#k n"]:
+        if x.shape[0] == 1:
+            return x[:, 1:]  # found only where #k is 1
+        return x
+
+    assert [p.severity for p in treespec.check_shapes(only_at_one).problems] == [
+        "error"
+    ]
+
+
+def test_static_values_are_named_only_when_some_runs_passed() -> None:
+    @treespec.jit
+    def always(x: Float[Array, "n"], flag: bool) -> Float[Array, "n"]:
+        return x[1:]
+
+    (error,) = treespec.check_shapes(always).problems
+    assert "(with" not in error.message
+
+
+def test_the_value_asked_for_a_nested_static_leaf_names_its_parameter() -> None:
+    class Cfg(TypedDict):
+        depth: Static[int]
+
+    @treespec.jit
+    def deep(x: Float[Array, "n"], cfg: Cfg) -> Float[Array, "n"]:
+        return x
+
+    (note,) = treespec.check_shapes(deep).problems
+    assert "check_shapes(" in note.message and "cfg=..." in note.message
+
+
+@pytest.mark.parametrize(
+    "marker", [Dynamic, treespec.Donate], ids=["Dynamic", "Donate"]
+)
+def test_a_traced_python_scalar_is_built_as_a_traced_scalar(marker: Any) -> None:
+    def scaled(x: Float[Array, "n"], lr: float) -> Float[Array, "n"]:
+        return x * lr
+
+    scaled.__annotations__["lr"] = marker[float]
+    report = treespec.check_shapes(treespec.jit(scaled))
+    assert report.ok, str(report)
+    (output,) = [out for _, out in report.outputs]
+    assert output.dtype == jnp.float32
+
+
+def test_each_underscore_dimension_gets_its_own_size() -> None:
+    @treespec.jit
+    def same(x: Float[Array, "_ _"]) -> Float[Array, "_ _"]:
+        return x + x.T  # fine only if both sizes were one size
+
+    assert [p.severity for p in treespec.check_shapes(same).problems] == ["error"]
+
+
+def test_the_array_branch_of_an_optional_array_defaulting_to_none_is_checked() -> None:
+    @treespec.jit
+    def masked(
+        x: Float[Array, "n"], mask: Float[Array, "m"] | None = None
+    ) -> Float[Array, "n"]:
+        if mask is not None:
+            return x * mask  # n against m: the array branch's bug
+        return x
+
+    assert [p.severity for p in treespec.check_shapes(masked).problems] == ["error"]
+
+
+def test_a_star_dims_that_takes_zero_dimensions_matches() -> None:
+    @treespec.jit
+    def flat(x: Float[Array, "*b n"], y: Float[Array, " n"]) -> Float[Array, "*b n"]:
+        return x + y
+
+    assert treespec.check_shapes(flat).ok
+
+
+def test_str_of_a_report_with_only_notes_prints_the_notes() -> None:
+    @treespec.jit
+    def needs(x: Float[Array, "n"], k: Static[int]) -> Float[Array, "n"]:
+        return x * k
+
+    report = treespec.check_shapes(needs)
+    assert report.ok and report.problems
+    assert "note" in str(report) and "k=..." in str(report)
+
+
+_METHODS = """
+import equinox as eqx
+import jax
+import treespec
+from jaxtyping import Array, Float
+
+class Layer(eqx.Module):
+    w: Float[Array, "n m"]
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "b n"]) -> Float[Array, "b m"]:
+        return x @ self.w.T
+"""
+
+
+def test_the_command_checks_jitted_methods_of_classes_in_the_file(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "layer.py").write_text(_METHODS)
+    done = _run("check", "layer.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.splitlines()[0].startswith("layer.py:12: error:")
+    assert done.stdout.splitlines()[-1].startswith("checked 1 function: 1 error")
+
+
+def test_an_error_raised_by_the_users_own_code_is_a_note() -> None:
+    @treespec.jit
+    def picky(x: Float[Array, "n"]) -> Float[Array, "n"]:
+        raise NotImplementedError("not for this model")
+
+    (problem,) = treespec.check_shapes(picky).problems
+    assert problem.severity == "note"
+
+
+def test_the_constraint_suggested_for_n_greater_than_2_is_n_at_least_3() -> None:
+    @treespec.jit
+    def window(x: Float[Array, "n"]) -> Float[Array, "n"]:
+        if x.shape[0] > 2:  # a relation JAX cannot decide for every n
+            return x
+        return x * 2
+
+    (note,) = treespec.check_shapes(window).problems
+    assert note.severity == "note"
+    assert "constraints=('n >= 3',)" in note.message, note.message
+    assert treespec.check_shapes(window, constraints=("n >= 3",)).ok
