@@ -858,3 +858,15 @@ def test_the_report_runs_the_long_life_benchmark_and_holds_it_to_its_targets() -
         "static churn: traces treespec.jit / jax.jit | = 1.0 | 4.00 | **missed",
     ):
         assert any(line.startswith(f"| {row}") for line in rows), row
+
+
+def test_search_ranks_the_shapes_page_first_for_the_checker(site: Path) -> None:
+    # `check` also names treespec.checkpoint: the Shapes page is boosted so
+    # that `check` and `python -m treespec check` find it first (issue 42, 7).
+    docs = json.loads((site / "search" / "search_index.json").read_text())["docs"]
+    boosts = {d["location"]: d.get("boost", 1) for d in docs}
+    shapes = boosts["shapes/"]
+    assert shapes > 1
+    assert all(b < shapes for loc, b in boosts.items() if not loc.startswith("shapes/"))
+    text = " ".join(d["text"] for d in docs if d["location"].startswith("shapes/"))
+    assert "python -m treespec check" in text
