@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import re
 import subprocess
 import sys
@@ -1035,3 +1036,78 @@ def test_the_constraint_suggested_for_n_greater_than_2_is_n_at_least_3() -> None
     assert note.severity == "note"
     assert "constraints=('n >= 3',)" in note.message, note.message
     assert treespec.check_shapes(window, constraints=("n >= 3",)).ok
+
+
+# Symbolic where JAX decides, concrete witnesses where it cannot (issue 40,
+# 1): a size used as a number, an equality or a division JAX cannot decide.
+
+
+@treespec.jit
+def _attend(q: Float[Array, "t d"], k: Float[Array, "s d"]) -> Float[Array, "t s"]:
+    scale = 1 / math.sqrt(q.shape[-1])  # a size used as a number
+    return (q @ k.T) * scale
+
+
+@treespec.jit
+def _attend_bug(q: Float[Array, "t d"], k: Float[Array, "s d"]) -> Float[Array, "t s"]:
+    scale = q.shape[-1] ** -0.5
+    return (q @ k.T)[:, 1:] * scale  # BUG: one key short
+
+
+@treespec.jit
+def _pool(x: Float[Array, "c h w"]) -> Float[Array, "c h//2 w//2"]:
+    return jax.lax.reduce_window(
+        x, -jnp.inf, jax.lax.max, (1, 2, 2), (1, 2, 2), "VALID"
+    )
+
+
+@treespec.jit
+def _sinusoid(t: Float[Array, " n"], x: Float[Array, "n d"]) -> Float[Array, "n d"]:
+    half = x.shape[-1] // 2
+    freqs = jnp.exp(-jnp.arange(half) / half)
+    angles = t[:, None] * freqs[None, :]
+    emb = jnp.concatenate([jnp.sin(angles), jnp.cos(angles)], axis=-1)
+    if x.shape[-1] % 2:
+        emb = jnp.pad(emb, ((0, 0), (0, 1)))
+    return x + emb
+
+
+@treespec.jit
+def _rope(x: Float[Array, "t h"]) -> Float[Array, "t h"]:
+    a, b = jnp.split(x, 2, axis=-1)  # assumes an even head size
+    return jnp.concatenate([-b, a], axis=-1)
+
+
+@treespec.jit
+def _loop(x: Float[Array, "n"]) -> Float[Array, "n"]:
+    for _ in range(x.shape[0] % 3):  # a size as a Python int
+        x = x * 2
+    return x
+
+
+@pytest.mark.parametrize(
+    "fun", [_attend, _pool, _sinusoid, _loop], ids=["sqrt", "pool", "sinusoid", "range"]
+)
+def test_a_clean_function_jax_cannot_decide_symbolically_has_no_error(fun: Any) -> None:
+    report = treespec.check_shapes(fun)
+    assert report.errors == (), str(report)
+
+
+def test_a_bug_after_a_size_used_as_a_number_is_found_at_concrete_sizes() -> None:
+    (error,) = treespec.check_shapes(_attend_bug).problems
+    assert error.severity == "error", str(error)
+    assert "concrete sizes" in error.message
+    assert "s" in error.message and "t" in error.message
+    # The bug is real: on arrays it fails, and a quick test's t == s hides
+    # nothing here (it fails at every size).
+    with pytest.raises(ValidationError):
+        _attend_bug(jnp.ones((3, 4)), jnp.ones((5, 4)))
+
+
+def test_an_unstated_divisibility_is_a_note_naming_the_relation() -> None:
+    (note,) = treespec.check_shapes(_rope).problems
+    assert note.severity == "note", str(note)
+    assert "h" in note.message and "constraints=" in note.message
+    _rope(jnp.ones((3, 4)))  # even: runs
+    with pytest.raises(ValueError):
+        _rope(jnp.ones((3, 5)))  # odd: JAX refuses
