@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import itertools
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import jax
@@ -26,6 +25,7 @@ from .._runtime.api import spec_for
 from .._runtime.flags import Flags
 from .._runtime.splitter import Splitter
 from .._transforms.base import Transformed
+from . import witness
 from .abstract import (
     NO_DEFAULT,
     Builder,
@@ -36,6 +36,7 @@ from .abstract import (
 )
 from .outcomes import first_lines, outcome, validation_text
 from .report import ShapeIssue, ShapeReport
+from .runs import Run, combinations, common
 from .user_code import (
     code_file,
     def_line,
@@ -160,39 +161,13 @@ def _target(fun: Any, statics: Mapping[str, Any]) -> _Target:
     return _Target(inner, spec, flags, default, given, shown(file), line, name)
 
 
-class _Run:
-    """One traced call: its variant and the static values chosen."""
-
-    def __init__(self, variant: int, chosen: dict[str, Any]) -> None:
-        self.variant = variant
-        self.chosen = chosen
-
-    def text(self, paths: Iterable[str] | None = None, variant: bool = True) -> str:
-        """The run's static values (those at `paths`), and its variant."""
-        shown = self.chosen if paths is None else {p: self.chosen[p] for p in paths}
-        parts = [f"{path}={value!r}" for path, value in shown.items()]
-        if self.variant and variant:
-            parts.append("each #dim 1 and each *dims/... two dimensions")
-        return ", ".join(parts)
-
-
-def _common(runs: Sequence[_Run]) -> str:
-    """What every run of `runs` shares: the static values (and the variant)
-    a finding needs, leaving out those it was found with in every value."""
-    first = runs[0]
-    paths = [
-        path
-        for path, value in first.chosen.items()
-        if all(run.chosen.get(path) == value for run in runs)
-    ]
-    return first.text(paths, variant=all(run.variant for run in runs))
-
-
 class _Checker:
     def __init__(self, target: _Target, constraints: tuple[str, ...]) -> None:
         self.t = target
         self.constraints = constraints
-        self.problems: dict[tuple[str, int, str], list[_Run]] = {}
+        self.problems: dict[tuple[str, int, str], list[Run]] = {}
+        #: The message of what the last trace raised (for `symbolic_limit`).
+        self._raised = ""
         self.order: list[ShapeIssue] = []
 
     def run(self) -> ShapeReport:
@@ -218,7 +193,7 @@ class _Checker:
             sizes = {**symbols_for(free, self.constraints), **fixed}
         except Exception as error:  # JAX refuses the constraints: a usage error
             raise ValueError(f"check_shapes: bad constraints: {error}") from None
-        combos = list(_combinations(first.choices))
+        combos = list(combinations(first.choices))
         notes: list[ShapeIssue] = []
         if len(combos) > MAX_COMBINATIONS:
             notes.append(
@@ -231,7 +206,7 @@ class _Checker:
             )
             combos = combos[:MAX_COMBINATIONS]
         runs = [
-            _Run(variant, chosen)
+            Run(variant, chosen)
             for variant in ((0, 1) if first.variadic else (0,))
             for chosen in combos
         ]
@@ -240,6 +215,12 @@ class _Checker:
             builder = Builder(sizes=sizes, chosen=run.chosen, variant=run.variant)
             args, kwargs = self._arguments(builder)
             found = self._trace(args, kwargs)
+            if (
+                isinstance(found, ShapeIssue)
+                and not self.constraints
+                and witness.symbolic_limit(self._raised)
+            ):  # JAX's symbolic sizes could not decide: concrete ones do
+                found = self._witnessed(run, free, fixed, self._raised)
             if isinstance(found, ShapeIssue):
                 self._record(found, run, len(runs))
             else:
@@ -312,6 +293,7 @@ class _Checker:
             with unfiltered_tracebacks():
                 traced = jax.eval_shape(body, *[leaves[i] for i in where])
         except Exception as error:  # what JAX (or the body) raised: reported
+            self._raised = first_lines(error)
             return self._issue(error, stage[0], args, kwargs)
         out, out_tree = aside
         shapes = iter(traced)
@@ -335,7 +317,19 @@ class _Checker:
         severity, message = outcome(error)
         return ShapeIssue(severity, file, line, t.name, message)
 
-    def _record(self, issue: ShapeIssue, run: _Run, runs: int) -> None:
+    def _witnessed(
+        self, run: Run, free: list[str], fixed: dict[str, Any], symbolic: str
+    ) -> Any:
+        """The run again at concrete witness sizes (see `witness.decide`)."""
+
+        def trace_at(sizes: dict[str, int]) -> Any:
+            every = {**sizes, **fixed}
+            builder = Builder(sizes=every, chosen=run.chosen, variant=run.variant)
+            return self._trace(*self._arguments(builder))
+
+        return witness.decide(trace_at, free, symbolic)
+
+    def _record(self, issue: ShapeIssue, run: Run, runs: int) -> None:
         key = (issue.severity, issue.line, issue.message)
         if key not in self.problems:
             self.problems[key] = []
@@ -345,7 +339,7 @@ class _Checker:
     def _final(self, runs: int) -> Iterator[ShapeIssue]:
         for issue in self.order:
             failed = self.problems[(issue.severity, issue.line, issue.message)]
-            text = _common(failed) if len(failed) < runs else ""
+            text = common(failed) if len(failed) < runs else ""
             if text:  # some runs passed: say which values it needs
                 issue = dataclasses.replace(
                     issue, message=f"{issue.message} (with {text})"
@@ -373,12 +367,6 @@ class _Checker:
             message = f"skipped: {first_lines(error)}"
         issue = ShapeIssue("note", t.file, t.line, t.name, message, skipped=True)
         return ShapeReport(t.name, (issue,))
-
-
-def _combinations(choices: Mapping[str, tuple[Any, ...]]) -> Iterator[dict[str, Any]]:
-    paths = list(choices)
-    for values in itertools.product(*(choices[p] for p in paths)):
-        yield dict(zip(paths, values))
 
 
 def _signature(fun: Any) -> inspect.Signature | None:

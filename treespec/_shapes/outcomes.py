@@ -13,7 +13,7 @@ import jax
 from .._model.errors import RETURN, ValidationError
 from .user_code import raised_by_jax
 
-__all__ = ["first_lines", "outcome", "validation_text"]
+__all__ = ["first_lines", "outcome", "suggestion", "validation_text"]
 
 #: JAX's errors that mean "this needs a value, not a shape": what tracing
 #: cannot see (Python control flow on traced values, `int(x)`).
@@ -52,7 +52,7 @@ def outcome(error: Exception) -> tuple[Literal["error", "note"], str]:
         return "note", (
             f"needs a relation between sizes the annotations do not state: "
             f"{text}; if it holds, state it with constraints="
-            f"({_suggestion(text)!r},) (JAX's syntax)"
+            f"({suggestion(text)!r},) (JAX's syntax)"
         )
     if isinstance(error, _VALUE_ERRORS):
         return "note", (
@@ -93,8 +93,9 @@ def validation_text(error: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _suggestion(text: str) -> str:
-    """A constraint for the relation an inconclusive operation needed."""
+def suggestion(text: str, name: str = "n") -> str:
+    """A constraint for the relation an inconclusive operation needed (its
+    comparison, else `NAME == 2*k`, an even size)."""
     compared = re.search(r"comparison '(.+?)' (>=|>|<=|<|==|!=) '(.+?)'", text)
     if compared:
         left, op, right = compared.groups()
@@ -104,4 +105,4 @@ def _suggestion(text: str) -> str:
             return f"{left} <= {int(right) - 1}"
         if op in (">=", "<=", "=="):
             return f"{left} {op} {right}"
-    return "n == 2*k"
+    return f"{name} == 2*k"

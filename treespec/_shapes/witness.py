@@ -1,0 +1,114 @@
+"""Concrete witnesses: sizes to check a function at where JAX's symbolic
+dimensions cannot decide.
+
+A symbolic trace stops where a size is used as a number (`math.sqrt(d)`,
+`d ** -0.5`, `range(n)`), or where JAX cannot decide an equality or a
+division of sizes (`floordiv(h - 2, 2) + 1` against `h//2`, a split of `h`
+in two). The function is then traced again at two assignments of concrete
+sizes to the dimension names: distinct odd primes, and twice those (even
+sizes), so that a bug that passes only when two sizes are equal, or only at
+even sizes, fails at one of them. What fails at both is an error; what holds
+at both is no finding; what holds at one only needs a relation between
+sizes that the annotations do not state: a note.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from .outcomes import suggestion
+from .report import ShapeIssue
+
+__all__ = [
+    "WITNESS_PRIMES",
+    "by_names",
+    "decide",
+    "shown",
+    "symbolic_limit",
+    "witnesses",
+]
+
+#: The sizes of the first witness, one per dimension name (odd, distinct,
+#: and unlike the small numbers an axis or a literal size is written with);
+#: the second witness doubles them.
+WITNESS_PRIMES = (11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67)
+
+_LIMITS = (
+    "_DimExpr",  # a size used as a number: math.sqrt, float(), range()
+    "Symbolic dimension",  # `** -0.5`, and JAX's other symbolic refusals
+    "inconclusive",  # a comparison JAX cannot decide
+    "Inconclusive",
+)
+#: A size JAX could not simplify (`floordiv(h - 2, 2) + 1`, `mod(h, 2)`).
+_UNDECIDED = re.compile(r"\b(?:floordiv|mod|max|min|non_negative)\(")
+
+
+def symbolic_limit(text: str) -> bool:
+    """Whether an error's message shows a limit of symbolic sizes, not a bug
+    the sizes show: then concrete witnesses decide."""
+    return any(mark in text for mark in _LIMITS) or bool(_UNDECIDED.search(text))
+
+
+def witnesses(names: Iterable[str]) -> list[dict[str, int]]:
+    """Two assignments of distinct sizes to the names: odd primes, then twice
+    those (even sizes). Past the primes kept, more of the same kind."""
+    ordered = list(names)
+    odd = list(WITNESS_PRIMES)
+    while len(odd) < len(ordered):  # many names: more odd sizes, distinct
+        odd.append(odd[-1] + 2 * len(odd) + 1)
+    first = dict(zip(ordered, odd))
+    return [first, {name: 2 * size for name, size in first.items()}]
+
+
+def by_names(text: str, sizes: Mapping[str, int]) -> str:
+    """`text` with each witness size written as its dimension's name."""
+    names = {size: name for name, size in sizes.items()}
+
+    def name(match: re.Match[str]) -> str:
+        return names.get(int(match.group(0)), match.group(0))
+
+    return re.sub(r"(?<![\w.])\d+(?![\w.])", name, text)
+
+
+def shown(sizes: Mapping[str, Any]) -> str:
+    """`t=11, s=13`: an assignment, for a message."""
+    return ", ".join(f"{name}={size}" for name, size in sizes.items())
+
+
+def decide(
+    trace_at: Callable[[dict[str, int]], Any], free: Sequence[str], symbolic: str
+) -> Any:
+    """What a run whose symbolic trace stopped at `symbolic` (a limit of
+    symbolic sizes) finds at the witnesses: `trace_at(sizes)` gives a
+    `ShapeIssue` or the output. The output where it holds at every witness;
+    the issue, its sizes written as names, where it fails at every one; else
+    a note naming the relation it needs."""
+    results = [(sizes, trace_at(sizes)) for sizes in witnesses(free)]
+    failed = [(s, found) for s, found in results if isinstance(found, ShapeIssue)]
+    if not failed:
+        return results[0][1]
+    sizes, issue = failed[0]
+    message = by_names(issue.message, sizes)
+    if len(failed) == len(results):
+        if issue.severity == "note":
+            return dataclasses.replace(issue, message=message)
+        return dataclasses.replace(
+            issue,
+            message=f"{message} (found at concrete sizes {shown(sizes)}: "
+            "JAX's symbolic sizes could not decide)",
+        )
+    held = next(s for s, found in results if not isinstance(found, ShapeIssue))
+    name = next((n for n in free if re.search(rf"\b{n}\b", symbolic)), free[0])
+    return ShapeIssue(
+        "note",
+        issue.file,
+        issue.line,
+        issue.function,
+        f"holds only at some sizes: it runs at {shown(held)} and fails at "
+        f"{shown(sizes)} ({message}); if the annotations assume it, state "
+        f"the relation with constraints=({suggestion(symbolic, name)!r},) "
+        "(JAX's syntax)",
+    )
