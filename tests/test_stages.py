@@ -275,7 +275,8 @@ def test_in_shardings_given_for_a_wholly_static_argument_lowers_and_runs() -> No
     def f(x: jax.Array, n: Static[int]) -> jax.Array:
         return x * n
 
-    sharding = NamedSharding(jax.make_mesh((1,), ("d",)), P())
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("d",))
+    sharding = NamedSharding(mesh, P())
     for given in (sharding, (sharding, None)):  # one for all, or None there
         g = treespec.jit(f, in_shardings=given)
         np.testing.assert_allclose(g(jnp.ones(2), 3), 3.0)
