@@ -1116,3 +1116,63 @@ def test_an_unstated_divisibility_is_a_note_naming_the_relation() -> None:
     _rope(jnp.ones((3, 4)))  # even: runs
     with pytest.raises(ValueError):
         _rope(jnp.ones((3, 5)))  # odd: JAX refuses
+
+
+# Modules built from their constructors (issue 40, 3): a field that is an
+# `eqx.nn` layer gives no shape, so `self` is made by the class's `__init__`.
+
+
+class _Block(eqx.Module):
+    linear1: eqx.nn.Linear
+    linear2: eqx.nn.Linear
+    norm: eqx.nn.LayerNorm
+
+    def __init__(self, d: int, hidden: int, *, key: PRNGKeyArray) -> None:
+        k1, k2 = jax.random.split(key)
+        self.linear1 = eqx.nn.Linear(d, hidden, key=k1)
+        self.linear2 = eqx.nn.Linear(hidden, d, key=k2)
+        self.norm = eqx.nn.LayerNorm(d)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+        h = jax.vmap(lambda r: self.linear2(jax.nn.gelu(self.linear1(r))))(x)
+        return jax.vmap(self.norm)(x + h)
+
+
+class _BlockBug(eqx.Module):
+    linear1: eqx.nn.Linear
+    linear2: eqx.nn.Linear
+
+    def __init__(self, d: int, hidden: int, *, key: PRNGKeyArray) -> None:
+        k1, k2 = jax.random.split(key)
+        self.linear1 = eqx.nn.Linear(d, hidden, key=k1)
+        self.linear2 = eqx.nn.Linear(hidden, d, key=k2)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+        return jax.vmap(self.linear1)(x)  # BUG: hidden where d is promised
+
+
+def test_a_module_made_of_library_layers_is_built_from_its_constructor() -> None:
+    report = treespec.check_shapes(_Block.__call__)
+    assert report.errors == () and report.outputs, str(report)
+    assert not any(p.skipped for p in report.problems), str(report)
+    # `hidden` is no dimension of `__call__`: its assumed value is said.
+    assert any("hidden" in p.message for p in report.notes), str(report)
+
+
+def test_a_bug_in_a_module_built_from_its_constructor_is_found() -> None:
+    report = treespec.check_shapes(_BlockBug.__call__)
+    assert [p.severity for p in report.problems if p.severity == "error"] == [
+        "error"
+    ], str(report)
+    # The bug is real: with d != hidden the module fails on arrays.
+    model = _BlockBug(4, 6, key=jax.random.key(0))
+    with pytest.raises(ValidationError):
+        model(jnp.ones((3, 4)))
+
+
+def test_a_module_given_as_a_value_still_wins() -> None:
+    model = _Block(4, 6, key=jax.random.key(0))
+    report = treespec.check_shapes(_Block.__call__, self=model)
+    assert report.ok and not report.notes, str(report)
