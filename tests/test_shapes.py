@@ -17,6 +17,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import pytest
+from flax import nnx
 from jaxtyping import Array, Bool, Float, Int, Key, PRNGKeyArray, PyTree, Shaped, UInt32
 
 import treespec
@@ -1173,6 +1174,35 @@ def test_a_bug_in_a_module_built_from_its_constructor_is_found() -> None:
 
 
 def test_a_module_given_as_a_value_still_wins() -> None:
+    # Its sizes are its own (d=4): no constructor runs, nothing is assumed.
     model = _Block(4, 6, key=jax.random.key(0))
-    report = treespec.check_shapes(_Block.__call__, self=model)
+    x = jax.ShapeDtypeStruct((3, 4), jnp.float32)
+    report = treespec.check_shapes(_Block.__call__, self=model, x=x)
     assert report.ok and not report.notes, str(report)
+
+
+class _NBlock(nnx.Module):
+    def __init__(self, d: int, hidden: int, *, rngs: nnx.Rngs) -> None:
+        self.l1 = nnx.Linear(d, hidden, rngs=rngs)
+        self.l2 = nnx.Linear(hidden, d, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.l2(jax.nn.gelu(self.l1(x)))
+
+
+@treespec.jit
+def _apply_nnx(model: _NBlock, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+    return model(x)
+
+
+@treespec.jit
+def _apply_eqx(model: _Block, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+    return model(x)
+
+
+@pytest.mark.parametrize("fun", [_apply_nnx, _apply_eqx], ids=["nnx", "equinox"])
+def test_a_function_taking_a_module_builds_it_from_its_constructor(fun: Any) -> None:
+    report = treespec.check_shapes(fun)
+    assert report.errors == () and report.outputs, str(report)
+    (note,) = report.notes
+    assert "model.hidden=1" in note.message and "model=..." in note.message

@@ -18,7 +18,8 @@ dimensions where arrays go and concrete values where static leaves go.
   (`MissingValue`).
 - Containers as the runtime follows them: `tuple[T, ...]`, `list[T]` and
   `*args` with one item, `dict[K, V]` and `**kwargs` empty, a `TypedDict` with
-  every key, a class with every field (its `__init__` is not run), `PyTree[T]`
+  every key, a class with every field (its `__init__` run only where a
+  field gives no shape, `construct.py`), `PyTree[T]`
   as one leaf, a union as its first member that can be built (an `Optional`
   whose default is `None` as its other member, so that branch is checked).
 """
@@ -51,6 +52,7 @@ from .._runtime.classes import is_namedtuple, is_nnx
 from .._runtime.dims import bound_dims
 from .._runtime.resolve import walk_value
 from .._runtime.typing_forms import is_jaxtyping_array
+from .construct import NeedsConcrete, construct, field_defaults
 from .leaves import dtype_of, finite_values
 
 __all__ = [
@@ -154,6 +156,8 @@ class Builder:
     choices: dict[str, tuple[Any, ...]] = dataclasses.field(default_factory=dict)
     variadic: bool = False
     _classes: list[type] = dataclasses.field(default_factory=list)
+    #: Constructor arguments taken by assumption (`path.param` -> value).
+    assumed: dict[str, Any] = dataclasses.field(default_factory=dict)
     _anonymous: int = 0
 
     def build(
@@ -307,13 +311,16 @@ class Builder:
 
     def _class(self, node: ClassNode, path: str, marker: Marker | None) -> Any:
         cls = node.cls
-        if not isinstance(cls, type) or is_nnx(cls):
-            raise CannotBuild(
-                path, f"an instance of {node.text} cannot be built from its fields"
-            )
+        unbuilt = CannotBuild(
+            path, f"an instance of {node.text} cannot be built from its fields"
+        )
+        if not isinstance(cls, type):
+            raise unbuilt
+        if is_nnx(cls):
+            return self._constructed(cls, path, unbuilt)
         if cls in self._classes:
             raise CannotBuild(path, f"{node.text} contains itself")
-        defaults = _field_defaults(cls)
+        defaults = field_defaults(cls)
         self._classes.append(cls)
         try:
             values = {
@@ -322,6 +329,8 @@ class Builder:
                 )
                 for name, child in node.fields.items()
             }
+        except (CannotBuild, MissingValue) as error:  # no shape: its `__init__`
+            return self._constructed(cls, path, error)
         finally:
             self._classes.pop()
         if is_namedtuple(cls):
@@ -333,6 +342,21 @@ class Builder:
             object.__setattr__(instance, name, value)
         return instance
 
+    def _constructed(self, cls: type, path: str, error: Exception) -> Any:
+        """An instance made by the class's own `__init__` (`construct.py`),
+        else what its fields could not say (`error`)."""
+
+        def size_of(name: str) -> Any:  # the first pass: names seen so far
+            first = 2 if name in self.names else None
+            return first if self.sizes is None else self.sizes.get(name)
+
+        try:
+            return construct(cls, size_of, self.assumed, path)
+        except NeedsConcrete:
+            raise
+        except Exception:
+            raise error from None
+
     def _union(
         self,
         node: UnionNode,
@@ -340,11 +364,9 @@ class Builder:
         marker: Marker | None,
         prefer_value: bool = False,
     ) -> Any:
-        # Built from its first member (None aside). When that cannot be
-        # built, no later member is taken as a guess (a union of arrays,
-        # containers and scalars, as a library's state alias like
-        # `optax.OptState`, has no value to guess): the union's None if it
-        # has one, else no value (the function is skipped, naming it).
+        # Its first member (None aside); when that cannot be built, never a
+        # later one as a guess (`optax.OptState`): None if it has it, else
+        # no value (the function is skipped, naming it).
         has_none = any(isinstance(member, NoneNode) for member in node.members)
         for member in node.members:
             if isinstance(member, NoneNode):
@@ -367,16 +389,3 @@ class Builder:
         ClassNode: _class,
         UnionNode: _union,
     }
-
-
-def _field_defaults(cls: type) -> dict[str, Any]:
-    if is_namedtuple(cls):
-        return dict(getattr(cls, "_field_defaults", {}))
-    found: dict[str, Any] = {}
-    if dataclasses.is_dataclass(cls):
-        for field in dataclasses.fields(cls):
-            if field.default is not dataclasses.MISSING:
-                found[field.name] = field.default
-            elif field.default_factory is not dataclasses.MISSING:
-                found[field.name] = field.default_factory()
-    return found

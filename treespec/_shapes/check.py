@@ -34,6 +34,7 @@ from .abstract import (
     given_sizes,
     symbols_for,
 )
+from .construct import NeedsConcrete, assumptions_text
 from .outcomes import first_lines, outcome, validation_text
 from .report import ShapeIssue, ShapeReport
 from .runs import Run, combinations, common
@@ -168,6 +169,8 @@ class _Checker:
         self.problems: dict[tuple[str, int, str], list[Run]] = {}
         #: The message of what the last trace raised (for `symbolic_limit`).
         self._raised = ""
+        #: Constructor arguments taken by assumption, said in a note.
+        self._assumed: dict[str, Any] = {}
         self.order: list[ShapeIssue] = []
 
     def run(self) -> ShapeReport:
@@ -212,19 +215,13 @@ class _Checker:
         ]
         outputs: list[tuple[str, Any]] = []
         for run in runs:
-            builder = Builder(sizes=sizes, chosen=run.chosen, variant=run.variant)
-            args, kwargs = self._arguments(builder)
-            found = self._trace(args, kwargs)
-            if (
-                isinstance(found, ShapeIssue)
-                and not self.constraints
-                and witness.symbolic_limit(self._raised)
-            ):  # JAX's symbolic sizes could not decide: concrete ones do
-                found = self._witnessed(run, free, fixed, self._raised)
+            found = self._one(run, sizes, free, fixed)
             if isinstance(found, ShapeIssue):
                 self._record(found, run, len(runs))
             else:
                 outputs.append((run.text() if len(runs) > 1 else "", found))
+        if self._assumed:
+            notes.append(self._at_def("note", assumptions_text(self._assumed, t.name)))
         problems = [*notes, *self._final(len(runs))]
         return ShapeReport(t.name, tuple(problems), tuple(outputs))
 
@@ -317,6 +314,27 @@ class _Checker:
         severity, message = outcome(error)
         return ShapeIssue(severity, file, line, t.name, message)
 
+    def _one(
+        self, run: Run, sizes: dict[str, Any], free: list[str], fixed: dict[str, Any]
+    ) -> Any:
+        """One run: symbolic first, at concrete witnesses where JAX's
+        symbolic sizes cannot decide (or a constructor cannot take them)."""
+        builder = Builder(sizes=sizes, chosen=run.chosen, variant=run.variant)
+        try:
+            args, kwargs = self._arguments(builder)
+        except NeedsConcrete as error:
+            return self._witnessed(run, free, fixed, str(error))
+        finally:
+            self._assumed.update(builder.assumed)
+        found = self._trace(args, kwargs)
+        if (
+            isinstance(found, ShapeIssue)
+            and not self.constraints
+            and witness.symbolic_limit(self._raised)
+        ):
+            found = self._witnessed(run, free, fixed, self._raised)
+        return found
+
     def _witnessed(
         self, run: Run, free: list[str], fixed: dict[str, Any], symbolic: str
     ) -> Any:
@@ -325,7 +343,9 @@ class _Checker:
         def trace_at(sizes: dict[str, int]) -> Any:
             every = {**sizes, **fixed}
             builder = Builder(sizes=every, chosen=run.chosen, variant=run.variant)
-            return self._trace(*self._arguments(builder))
+            args = self._arguments(builder)
+            self._assumed.update(builder.assumed)
+            return self._trace(*args)
 
         return witness.decide(trace_at, free, symbolic)
 

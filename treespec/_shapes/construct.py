@@ -1,0 +1,148 @@
+"""An instance of a class for a shape check: its fields' defaults, or, when
+its fields' annotations give no
+shape (a field that is an `eqx.nn.Linear`, a plain `Array`, an `int` set in
+`__init__`): the class's own `__init__`, run abstractly (`jax.eval_shape`,
+or `nnx.eval_shape` for a Flax NNX module).
+
+Its arguments: an `int` named like a dimension of the checked function takes
+that dimension's size; another `int` takes its default, else 1 (a count such
+as `num_heads`), said in a note; a key a key, `rngs` an `nnx.Rngs`; anything
+else its default. A constructor that uses a symbolic size as a number
+(`eqx.nn.Linear`'s `math.sqrt`) needs concrete sizes: `NeedsConcrete`, and
+the run goes to the witnesses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+
+from .._runtime.classes import is_namedtuple
+from .witness import symbolic_limit
+
+__all__ = ["NeedsConcrete", "assumptions_text", "construct", "field_defaults"]
+
+
+class NeedsConcrete(Exception):
+    """A constructor that cannot run at symbolic sizes (its message is JAX's
+    or the constructor's)."""
+
+
+_KEY_NAMES = ("key", "rng", "prng_key", "prngkey")
+#: Stands for an `nnx.Rngs(0)`, made inside the abstract trace.
+_RNGS = object()
+
+
+def _made(value: Any) -> Any:
+    if value is _RNGS:
+        from flax import nnx
+
+        return nnx.Rngs(0)
+    return value
+
+
+def construct(
+    cls: type,
+    size_of: Callable[[str], Any | None],
+    assumed: dict[str, Any],
+    path: str,
+) -> Any:
+    """An abstract instance of `cls` made by its `__init__`; `size_of(name)`
+    is a dimension's size, or None; what is assumed goes in `assumed`
+    (`path.param` -> value). Raises `TypeError` when a parameter cannot be
+    given, `NeedsConcrete` at symbolic sizes the constructor cannot take."""
+    signature = inspect.signature(cls)
+    if all(
+        p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        for p in signature.parameters.values()
+    ):
+        # A metaclass's `__call__` (Flax NNX) hides the `__init__` it runs.
+        init: Any = cls.__init__  # type: ignore[misc]
+        own = list(inspect.signature(init).parameters.values())[1:]
+        signature = signature.replace(parameters=own)
+    kwargs = {
+        name: _argument(param, size_of, assumed, f"{path}.{name}")
+        for name, param in signature.parameters.items()
+        if param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD)
+    }
+    positional = [
+        kwargs.pop(name)
+        for name, param in signature.parameters.items()
+        if param.kind is param.POSITIONAL_ONLY
+    ]
+    make = _eval_shape(cls)
+
+    def made() -> Any:  # NNX's `Rngs` are made inside the trace
+        given = {k: _made(v) for k, v in kwargs.items()}
+        return cls(*map(_made, positional), **given)
+
+    try:
+        return make(made)
+    except Exception as error:
+        if symbolic_limit(f"{type(error).__name__}: {error}"):
+            raise NeedsConcrete(str(error)) from None
+        raise
+
+
+def _argument(
+    param: inspect.Parameter,
+    size_of: Callable[[str], Any | None],
+    assumed: dict[str, Any],
+    where: str,
+) -> Any:
+    name, annotation = param.name, param.annotation
+    if name.lower() in _KEY_NAMES or "PRNGKey" in str(annotation):
+        return jax.random.key(0)
+    if name == "rngs":
+        return _RNGS
+    counts = annotation in (int, "int") or (
+        annotation is inspect.Parameter.empty and type(param.default) is int
+    )
+    if counts:
+        size = size_of(name)
+        if size is not None:
+            return size
+        value = param.default if type(param.default) is int else 1
+        assumed[where] = value
+        return value
+    if param.default is not inspect.Parameter.empty:
+        return param.default
+    raise TypeError(f"{where} has no value to build it with")
+
+
+def _eval_shape(cls: type) -> Callable[[Callable[[], Any]], Any]:
+    """`jax.eval_shape`, or Flax NNX's for an NNX module."""
+    module = type(cls).__module__ + " " + " ".join(c.__module__ for c in cls.__mro__)
+    if "flax.nnx" in module:
+        from flax import nnx
+
+        return nnx.eval_shape
+    return jax.eval_shape
+
+
+def assumptions_text(assumed: Mapping[str, Any], function: str) -> str:
+    """The note for the values a constructor was built with by assumption."""
+    shown = ", ".join(f"{where}={value!r}" for where, value in assumed.items())
+    params = dict.fromkeys(where.split(".")[0] for where in assumed)
+    give = ", ".join(f"{param}=..." for param in params)
+    return (
+        f"built from its constructor with {shown} (no dimension of {function} "
+        f"is named so); give another value: check_shapes({function}, {give})"
+    )
+
+
+def field_defaults(cls: type) -> dict[str, Any]:
+    if is_namedtuple(cls):
+        return dict(getattr(cls, "_field_defaults", {}))
+    found: dict[str, Any] = {}
+    if dataclasses.is_dataclass(cls):
+        for field in dataclasses.fields(cls):
+            if field.default is not dataclasses.MISSING:
+                found[field.name] = field.default
+            elif field.default_factory is not dataclasses.MISSING:
+                found[field.name] = field.default_factory()
+    return found
