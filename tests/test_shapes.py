@@ -1206,3 +1206,15 @@ def test_a_function_taking_a_module_builds_it_from_its_constructor(fun: Any) -> 
     assert report.errors == () and report.outputs, str(report)
     (note,) = report.notes
     assert "model.hidden=1" in note.message and "model=..." in note.message
+
+
+def test_a_static_int_checked_only_at_its_default_is_said() -> None:
+    # So that a user knows `groups` was checked at 1 only (issue 40, 4).
+    @treespec.jit
+    def grouped(x: Float[Array, "c n"], groups: Static[int] = 1) -> Float[Array, "c n"]:
+        return x.reshape(groups, -1, x.shape[-1]).reshape(x.shape)
+
+    report = treespec.check_shapes(grouped)
+    assert report.ok and report.defaults == (("groups", 1),)
+    assert str(report).endswith("grouped: ok (groups=1: checked at its default only)")
+    assert treespec.check_shapes(grouped, groups=2).defaults == ()
