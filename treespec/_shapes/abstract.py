@@ -53,7 +53,7 @@ from .._runtime.dims import bound_dims
 from .._runtime.resolve import walk_value
 from .._runtime.typing_forms import is_jaxtyping_array
 from .construct import NeedsConcrete, construct, field_defaults
-from .leaves import dtype_of, finite_values
+from .leaves import dtype_of, finite_values, modes_of
 
 __all__ = [
     "Builder",
@@ -158,6 +158,8 @@ class Builder:
     _classes: list[type] = dataclasses.field(default_factory=list)
     #: Constructor arguments taken by assumption (`path.param` -> value).
     assumed: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: Static leaves built from their default, not every value.
+    defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
     _anonymous: int = 0
 
     def build(
@@ -178,9 +180,11 @@ class Builder:
         if default is None and isinstance(node, UnionNode):
             return self._union(node, path, marker, prefer_value=True)
         if default is not NO_DEFAULT:
-            modes = self._modes(node, marker, default)
+            modes = modes_of(node, marker, default)
             if modes is not None:  # every mode, the default first
                 return self._choose(path, modes)
+            if isinstance(node, LeafNode) and not node.is_array:
+                self.defaults.setdefault(path, default)
             return abstract_value(default)
         builder = self._BUILDERS.get(type(node))
         if builder is None:
@@ -213,19 +217,6 @@ class Builder:
 
     def _none(self, node: NoneNode, path: str, marker: Marker | None) -> Any:
         return None
-
-    @staticmethod
-    def _modes(
-        node: Node, marker: Marker | None, default: Any
-    ) -> tuple[Any, ...] | None:
-        """A static `bool`, `Literal[...]` or `Enum` leaf's values, its default
-        first: a mode only in another value is checked too."""
-        if not isinstance(node, LeafNode) or marker in (Marker.DYNAMIC, Marker.DONATE):
-            return None
-        values = finite_values(node)
-        if values is None or default not in values:
-            return None
-        return (default, *(v for v in values if v is not default and v != default))
 
     def _choose(self, path: str, values: tuple[Any, ...]) -> Any:
         self.choices.setdefault(path, values)

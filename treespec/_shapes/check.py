@@ -223,7 +223,8 @@ class _Checker:
         if self._assumed:
             notes.append(self._at_def("note", assumptions_text(self._assumed, t.name)))
         problems = [*notes, *self._final(len(runs))]
-        return ShapeReport(t.name, tuple(problems), tuple(outputs))
+        defaults = tuple(first.defaults.items())
+        return ShapeReport(t.name, tuple(problems), tuple(outputs), defaults)
 
     def _arguments(self, builder: Builder) -> tuple[list[Any], dict[str, Any]]:
         t = self.t

@@ -11,9 +11,10 @@ from typing import Any
 import jax
 import numpy as np
 
+from .._model.markers import Marker
 from .._model.spec import LeafNode
 
-__all__ = ["DTYPES", "dtype_of", "finite_values"]
+__all__ = ["DTYPES", "dtype_of", "finite_values", "modes_of"]
 
 #: One dtype for each jaxtyping dtype category, the first the category allows.
 DTYPES = ("float32", "int32", "uint32", "bool", "complex64", "bfloat16")
@@ -43,3 +44,14 @@ def dtype_of(annotation: Any) -> Any:
     if any(str(d).startswith(("key", "prng_key")) for d in dtypes):  # a typed key
         return jax.eval_shape(jax.random.key, 0).dtype
     return np.dtype(dtypes[0])
+
+
+def modes_of(node: Any, marker: Marker | None, default: Any) -> tuple[Any, ...] | None:
+    """A static `bool`, `Literal[...]` or `Enum` leaf's values, its default
+    first: a mode only in another value is checked too."""
+    if not isinstance(node, LeafNode) or marker in (Marker.DYNAMIC, Marker.DONATE):
+        return None
+    values = finite_values(node)
+    if values is None or default not in values:
+        return None
+    return (default, *(v for v in values if v is not default and v != default))

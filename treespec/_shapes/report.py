@@ -66,6 +66,8 @@ class ShapeReport:
     - `outputs`: for each run that traced, the static values it used (as
       text, `""` when there was one run) and the symbolic output
       (`jax.ShapeDtypeStruct`s, the non-array outputs as values).
+    - `defaults`: the static leaves checked at their default only
+      (`(("groups", 1),)`: other values were not tried; give them).
 
     `ok` is True when there is no error (notes allowed); `str(report)` is
     the mypy-style lines, or `FUNCTION: ok`.
@@ -89,6 +91,7 @@ class ShapeReport:
     function: str
     problems: tuple[ShapeIssue, ...] = ()
     outputs: tuple[tuple[str, Any], ...] = ()
+    defaults: tuple[tuple[str, Any], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -108,5 +111,7 @@ class ShapeReport:
 
     def __str__(self) -> str:
         if not self.problems:
-            return f"{self.function}: ok"
+            shown = ", ".join(f"{path}={value!r}" for path, value in self.defaults)
+            only = f" ({shown}: checked at its default only)" if shown else ""
+            return f"{self.function}: ok{only}"
         return "\n".join(p.format() for p in self.problems)
