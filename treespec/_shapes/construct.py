@@ -83,9 +83,19 @@ def construct(
     try:
         return make(made)
     except Exception as error:
-        if symbolic_limit(f"{type(error).__name__}: {error}"):
-            raise NeedsConcrete(str(error)) from None
+        # Symbolic sizes handed to a constructor (a library's, which may use
+        # a size as a number or branch on it): concrete sizes decide.
+        symbolic = any(
+            type(v) is not int for v in _sizes([*positional, *kwargs.values()])
+        )
+        if symbolic or symbolic_limit(f"{type(error).__name__}: {error}"):
+            raise NeedsConcrete(f"{type(error).__name__}: {error}") from None
         raise
+
+
+def _sizes(values: list[Any]) -> list[Any]:
+    """The arguments that are sizes: ints, or symbolic sizes (JAX's)."""
+    return [v for v in values if type(v).__name__ == "_DimExpr" or type(v) is int]
 
 
 def _argument(
