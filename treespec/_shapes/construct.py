@@ -1,8 +1,7 @@
 """An instance of a class for a shape check: its fields' defaults, or, when
-its fields' annotations give no
-shape (a field that is an `eqx.nn.Linear`, a plain `Array`, an `int` set in
-`__init__`): the class's own `__init__`, run abstractly (`jax.eval_shape`,
-or `nnx.eval_shape` for a Flax NNX module).
+its fields' annotations give no shape (a field that is an `eqx.nn.Linear`, a
+plain `Array`, an `int` set in `__init__`), the class's own `__init__`, run
+abstractly (`jax.eval_shape`, or `nnx.eval_shape` for a Flax NNX module).
 
 Its arguments: an `int` named like a dimension of the checked function takes
 that dimension's size; another `int` takes its default, else 1 (a count such
