@@ -51,6 +51,7 @@ from .layout import PROBE_SCALARS, StaticKey, is_sharding
 from .plan import CallView, Plan, Split
 from .planning import build_plan
 from .prefix import broadcast_call
+from .values import is_hashable
 
 __all__ = [
     "MAX_STATIC_KEYS",
@@ -277,13 +278,11 @@ class Route:
         compares keys by identity only). An unhashable leaf: `full` itself,
         which JAX refuses and `diagnose` names; a leaf whose `==` raises when
         compared with an earlier call's: a `ValidationError` naming it."""
-        try:
-            hash(full)
-        except TypeError:
-            return full
-        try:
+        try:  # one hash of the leaves per call: the lookup's
             return self._interned.get(full) or self.add_key(full, kind)
         except Exception as error:
+            if isinstance(error, TypeError) and not is_hashable(full):
+                return full
             raise self._comparison_error(full, split, error) from None
 
     def _comparison_error(
