@@ -1,4 +1,5 @@
-"""MkDocs hooks: the version in the footer, and a site without a host.
+"""MkDocs hooks: the version in the footer, aligned output that wraps under
+its own column, and a site without a host.
 
 The version is written once, in treespec/__init__.py (the package build reads
 it from there too), so the site cannot show another.
@@ -11,11 +12,16 @@ relative links would point below that path. Its links are written from the
 site's root (`/...`) and a small script finds the root where the site is
 served and rewrites them: it asks each parent folder of the missed path for
 the site's search index, and the first that has it is the root.
+
+An aligned output block (```output: `treespec.explain`'s columns) gets the
+column where its last column starts, so that docs/stylesheets/extra.css can
+wrap a long line under that column rather than cut it at the box's edge.
 """
 
 from __future__ import annotations
 
 import re
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +39,28 @@ def on_config(config: Any) -> Any:
     root = Path(config.config_file_path).parent
     config.copyright = f"treespec {version(root)} · Apache-2.0"
     return config
+
+
+#: An output block (```output) and its first code element.
+_OUTPUT = re.compile(
+    r'(<div class="language-output highlight"><pre>.*?<code)(.*?</code>)', re.S
+)
+
+
+def on_page_content(html: str, **kwargs: Any) -> str:
+    """Each aligned output block (```output: `treespec.explain`'s columns) says
+    where its last column starts, as `--hang` on its code element: a long line
+    wraps there (docs/stylesheets/extra.css), under its own column."""
+    return _OUTPUT.sub(_hang, html)
+
+
+def _hang(found: re.Match[str]) -> str:
+    text = unescape(re.sub(r"<[^>]+>", "", found.group(2)))
+    columns = [line.find(" <- ") for line in text.splitlines()]
+    column = max((c for c in columns if c >= 0), default=-1)
+    if column < 0:
+        return found.group(0)
+    return f'{found.group(1)} style="--hang: {column + 4}ch"{found.group(2)}'
 
 
 def on_post_build(config: Any) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import html
 import importlib
 import importlib.util
 import inspect
@@ -683,12 +684,20 @@ def test_site_has_a_full_tab_title(site: Path) -> None:
     assert title is not None and title.group(1).startswith("Per-leaf static")
 
 
-def test_aligned_output_scrolls(site: Path) -> None:
-    # explain's columns (```output blocks) keep their lines on a phone.
+def test_aligned_output_keeps_its_columns(site: Path) -> None:
+    # explain's columns (```output blocks) wrap under their last column on a
+    # wide screen (the hook sets where it starts) and scroll on a phone; the
+    # browser test (tests/test_site.py) sees both.
     page = (site / "getting-started" / "index.html").read_text()
-    assert 'class="language-output highlight"' in page
+    block = page[page.index('class="language-output highlight"') :]
+    hang = re.search(r'<code style="--hang: (\d+)ch">', block[:200])
+    assert hang is not None, block[:200]
+    text = html.unescape(re.sub(r"<[^>]+>", "", block.partition("</code>")[0]))
+    columns = {line.find(" <- ") for line in text.splitlines() if " <- " in line}
+    assert columns == {int(hang.group(1)) - 4}
     css = (site / "stylesheets" / "extra.css").read_text()
-    rule = css[css.index(".md-typeset .language-output pre > code") :]
+    phone = css[css.index("@media screen and (max-width: 44.984375em)") :]
+    rule = phone[phone.index(".md-typeset .language-output pre > code") :]
     assert "white-space: pre;" in rule.partition("}")[0]
 
 
