@@ -1119,6 +1119,40 @@ def test_an_unstated_divisibility_is_a_note_naming_the_relation() -> None:
         _rope(jnp.ones((3, 5)))  # odd: JAX refuses
 
 
+@treespec.jit
+def _pairs(x: Float[Array, "b n"]) -> Float[Array, "b k 2"]:
+    return x.reshape(x.shape[0], -1, 2)  # needs an even n, whatever b
+
+
+@treespec.jit
+def _halves(
+    x: Float[Array, "t h"], y: Float[Array, "t g"]
+) -> Float[Array, "t h//2"]:
+    return jnp.split(x, 2, axis=-1)[0] + jnp.split(y, 2, axis=-1)[0][:, :1]
+
+
+def test_an_unstated_parity_names_the_dimension_that_needs_it() -> None:
+    # The reshape needs n even; b may be anything: the note says n, and the
+    # constraint it suggests makes the check pass.
+    (note,) = treespec.check_shapes(_pairs).problems
+    assert note.severity == "note", str(note)
+    assert note.message.startswith("holds only when n is even:"), note.message
+    assert "constraints=('n == 2*k',)" in note.message, note.message
+    assert treespec.check_shapes(_pairs, constraints=("n == 2*k",)).ok
+    _pairs(jnp.ones((3, 4)))  # odd b, even n: runs
+    with pytest.raises(TypeError):
+        _pairs(jnp.ones((4, 3)))  # even b, odd n: JAX refuses
+
+
+def test_parities_that_two_dimensions_need_are_both_named() -> None:
+    (note,) = treespec.check_shapes(_halves).problems
+    assert note.severity == "note", str(note)
+    assert note.message.startswith("holds only when h and g are even:"), note.message
+    _halves(jnp.ones((3, 4)), jnp.ones((3, 6)))
+    with pytest.raises(ValueError):
+        _halves(jnp.ones((3, 4)), jnp.ones((3, 5)))
+
+
 # Modules built from their constructors (issue 40, 3): a field that is an
 # `eqx.nn` layer gives no shape, so `self` is made by the class's `__init__`.
 
