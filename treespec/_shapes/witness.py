@@ -15,6 +15,7 @@ sizes that the annotations do not state: a note.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -64,13 +65,21 @@ def witnesses(names: Iterable[str]) -> list[dict[str, int]]:
 
 
 def by_names(text: str, sizes: Mapping[str, int]) -> str:
-    """`text` with each witness size written as its dimension's name."""
+    """`text` with each witness size written as its dimension's name, and a
+    product of two of them, or twice one, as that product of names (`143` at
+    `b=11, n=13` is `b*n`; `22` is `2*b`): distinct odd primes factor one way
+    only."""
     names = {size: name for name, size in sizes.items()}
+    pairs = itertools.combinations_with_replacement(sizes.items(), 2)
+    for (first, one), (second, other) in pairs:
+        names.setdefault(one * other, f"{first}*{second}")
+    for name, size in sizes.items():
+        names.setdefault(2 * size, f"2*{name}")
 
-    def name(match: re.Match[str]) -> str:
+    def named(match: re.Match[str]) -> str:
         return names.get(int(match.group(0)), match.group(0))
 
-    return re.sub(r"(?<![\w.])\d+(?![\w.])", name, text)
+    return re.sub(r"(?<![\w.=])\d+(?![\w.])", named, text)
 
 
 def shown(sizes: Mapping[str, Any]) -> str:
@@ -101,6 +110,20 @@ def decide(
             "JAX's symbolic sizes could not decide)",
         )
     held = next(s for s, found in results if not isinstance(found, ShapeIssue))
+    even = _even(trace_at, results[0][0]) if held is results[1][0] else []
+    if even:
+        names = " and ".join([", ".join(even[:-1]), even[-1]] if even[1:] else even)
+        verb = "is" if len(even) == 1 else "are"
+        halves = [f"{n} == 2*{_half(n, even, free)}" for n in even]
+        return ShapeIssue(
+            "note",
+            issue.file,
+            issue.line,
+            issue.function,
+            f"holds only when {names} {verb} even: at {shown(sizes)}, {message}; "
+            f"if the annotations assume it, state it with "
+            f"constraints={tuple(halves)!r} (JAX's syntax)",
+        )
     name = next((n for n in free if re.search(rf"\b{n}\b", symbolic)), free[0])
     return ShapeIssue(
         "note",
@@ -112,3 +135,38 @@ def decide(
         f"the relation with constraints=({suggestion(symbolic, name)!r},) "
         "(JAX's syntax)",
     )
+
+
+#: At most this many names are tried one by one for a parity (a trace each).
+_PARITY_NAMES = 12
+
+
+def _even(trace_at: Callable[[dict[str, int]], Any], odd: dict[str, int]) -> list[str]:
+    """The names that must be even for a function that fails at the odd
+    witness and holds at the even one: each name in turn is made odd again
+    (the others staying as found), and kept even only where the function
+    then fails, and the function must fail again with them odd but larger
+    (else the relation is one of size, `n > 12`). Empty when no such set is
+    found within `_PARITY_NAMES`."""
+    if len(odd) > _PARITY_NAMES:
+        return []
+    sizes = {name: 2 * size for name, size in odd.items()}
+    for name in odd:
+        tried = {**sizes, name: odd[name]}
+        if not isinstance(trace_at(tried), ShapeIssue):
+            sizes = tried
+    even = [name for name in odd if sizes[name] != odd[name]]
+    # Parity, not size: it fails again with those names odd and larger (3x).
+    larger = {**sizes, **{name: 3 * odd[name] for name in even}}
+    if not even or not isinstance(trace_at(larger), ShapeIssue):
+        return []
+    return even
+
+
+def _half(name: str, even: Sequence[str], free: Sequence[str]) -> str:
+    """A new symbol for half of `name`: `k` when one name is even, else
+    `k_NAME`; never a dimension name the function already uses."""
+    half = "k" if len(even) == 1 else f"k_{name}"
+    while half in free:
+        half += "_"
+    return half
