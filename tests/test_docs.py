@@ -311,8 +311,10 @@ def test_command_output_blocks_are_what_the_command_prints(
     # reader saves them, and the command as the page shows it.
     for name, content in _files(page).items():
         (tmp_path / name).write_text(content)
-    (config,) = [body for lang, body in _fenced(page) if lang == "ini"]
-    (tmp_path / "mypy.ini").write_text(config)
+    for lang, body in _fenced(page):
+        if lang == "ini":  # at most one: the page's mypy configuration
+            assert not (tmp_path / "mypy.ini").exists()
+            (tmp_path / "mypy.ini").write_text(body)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for tool, name, shown in _command_outputs(page):
         cache = ["--cache-dir", str(tmp_path / ".c")] if tool == "mypy" else []
