@@ -10,6 +10,7 @@ What it holds, on every page:
 
 - at 1280 px no code or output box is wider than its frame, no heading either,
   and the whole left navigation fits the screen;
+- at both widths no table scrolls sideways;
 - at both widths no copy button covers a word of a code box;
 - at 390 px Home's example shows whole (its point sits at the right of its
   lines), no wrapped output box scrolls, no heading is wider than the screen
@@ -41,8 +42,8 @@ CHROMIUM = ("chromium", "chromium-browser", "google-chrome")
 #: `box-overflow` (a code box scrolls sideways; `wraps` says whether it is a
 #: wrapped output box), `copy-overlap` (the copy button over a word),
 #: `heading-overflow`, `heading-lines`, `broken-name` (code in a table's first
-#: column on two lines) and `nav-cut` (a left navigation entry below the
-#: screen).
+#: column on two lines), `table-overflow` (a table that scrolls sideways) and
+#: `nav-cut` (a left navigation entry below the screen).
 PROBE = """() => {
   const found = [];
   const where = (el) => (el.textContent || "").trim().split("\\n")[0].slice(0, 50);
@@ -92,6 +93,12 @@ PROBE = """() => {
   for (const code of document.querySelectorAll(".md-content td:first-child code")) {
     if (code.getClientRects().length > 1) {
       found.push({kind: "broken-name", where: where(code)});
+    }
+  }
+  for (const table of document.querySelectorAll(".md-content table")) {
+    const frame = table.closest(".md-typeset__scrollwrap") || table.parentElement;
+    if (frame.scrollWidth > frame.clientWidth + 1) {
+      found.push({kind: "table-overflow", where: where(table)});
     }
   }
   const nav = document.querySelector(".md-sidebar--primary .md-sidebar__scrollwrap");
@@ -231,12 +238,15 @@ def test_the_probe_finds_what_it_looks_for(browser: Any) -> None:
               white-space: pre">covered {long}</code></pre></div>
             <h2 style="width: 100px; white-space: nowrap; overflow: hidden">{long}</h2>
             <table><tr><td style="width: 30px"><code>Static[T] Static[T]</code></td>
-            </tr></table></div>"""
+            </tr></table>
+            <div style="width: 50px; overflow: auto"><table><tr><td>{long}</td></tr>
+            </table></div></div>"""
         )
         found = {p["kind"]: p for p in page.evaluate(PROBE)}
     finally:
         page.close()
     kinds = {"box-overflow", "copy-overlap", "heading-overflow", "broken-name"}
+    kinds |= {"table-overflow"}
     assert set(found) == kinds
     assert found["copy-overlap"]["where"].endswith("/ covered")
     assert not found["box-overflow"]["wraps"] and found["box-overflow"]["lang"]
