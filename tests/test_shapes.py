@@ -1125,9 +1125,7 @@ def _pairs(x: Float[Array, "b n"]) -> Float[Array, "b k 2"]:
 
 
 @treespec.jit
-def _halves(
-    x: Float[Array, "t h"], y: Float[Array, "t g"]
-) -> Float[Array, "t h//2"]:
+def _halves(x: Float[Array, "t h"], y: Float[Array, "t g"]) -> Float[Array, "t h//2"]:
     return jnp.split(x, 2, axis=-1)[0] + jnp.split(y, 2, axis=-1)[0][:, :1]
 
 
