@@ -291,7 +291,7 @@ def render(
     lines += [
         f"### {count} dropped closures, each called once",
         "",
-        "| contender | traces | functions alive | configs alive | memory after gc |",
+        "| contender | traces | functions alive | configs alive | memory |",
         "| --- | --- | --- | --- | --- |",
     ]
     for name, r in closures.items():
@@ -304,7 +304,7 @@ def render(
         f"### static churn: {distinct} values cycled 4 times, "
         f"TREESPEC_MAX_STATIC_KEYS={bound}",
         "",
-        "| contender | traces | memory after gc |",
+        "| contender | traces | memory |",
         "| --- | --- | --- |",
     ]
     for name, r in churn.items():
@@ -315,7 +315,7 @@ def render(
             "",
             f"### {models} jitted bound methods of {what}, dropped with the model",
             "",
-            "| contender | models alive | memory after gc |",
+            "| contender | models alive | memory |",
             "| --- | --- | --- |",
         ]
         for name, r in results.items():
