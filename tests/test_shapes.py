@@ -59,6 +59,49 @@ def test_an_error_is_reported_at_the_innermost_line_of_user_code() -> None:
     assert error.format().endswith(f": error: block: {error.message}")
 
 
+_INSTALLED = """
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+import treespec
+
+
+def _helper(x, w):
+    return x + jnp.tanh(x @ w)  # runs whenever n == m
+
+
+@treespec.jit
+def block(x: Float[Array, "b n"], w: Float[Array, "n m"]) -> Float[Array, "b m"]:
+    return _helper(x, w)
+"""
+
+
+def test_a_checked_function_under_site_packages_is_still_the_users_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An installed package of the user's (`pip install .` of their project):
+    # its file lies in a library folder, yet the error is reported at its line
+    # (the checked function's file is the user's, wherever it lies).
+    from treespec._shapes import user_code
+
+    library = tmp_path / "site-packages"
+    library.mkdir()
+    (library / "installed_model.py").write_text(_INSTALLED)
+    folders = (*user_code._LIBRARY_DIRS, str(library.resolve()))
+    monkeypatch.setattr(user_code, "_LIBRARY_DIRS", folders)
+    monkeypatch.syspath_prepend(str(library))
+    monkeypatch.delitem(sys.modules, "installed_model", raising=False)
+    import installed_model  # type: ignore[import-not-found]
+
+    (error,) = treespec.check_shapes(installed_model.block).errors
+    line = _INSTALLED.splitlines().index(
+        "    return x + jnp.tanh(x @ w)  # runs whenever n == m"
+    )
+    assert error.file.endswith("installed_model.py")
+    assert error.line == line + 1, str(error)  # the helper's own line
+    assert "(b, n), (b, m)" in error.message
+
+
 @treespec.jit
 def center(x: Float[Array, "b n"]) -> Float[Array, "b n"]:
     return x - x.mean(axis=1, keepdims=True)
