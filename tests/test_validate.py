@@ -176,6 +176,21 @@ def test_return_value_is_checked_with_the_same_dims() -> None:
     assert msg.endswith("got float32[4,32]")
 
 
+def test_a_return_of_the_wrong_shape_under_a_size_expression_is_a_validation_error() -> (
+    None
+):
+    # A 2x2 pool annotated `h//2`: a wrong return is the user's ValidationError
+    # naming the return and the sizes, not jaxtyping's AnnotationError (which
+    # a size expression raised when the leaf was checked alone).
+    @treespec.jit
+    def pool(x: Float[Array, "c h w"]) -> Float[Array, "c h//2 w//2"]:
+        return x[:, ::2, ::2][:, :, :-1]
+
+    (msg,) = _messages(lambda: pool(jnp.ones((3, 8, 8))))
+    assert msg.startswith("the return value, at return: expected Float[Array, 'c h//2")
+    assert "h=8 bound by x" in msg and msg.endswith("got float32[3,4,3]")
+
+
 def test_variadic_fixed_and_broadcast_dims() -> None:
     @treespec.checked
     def f(
