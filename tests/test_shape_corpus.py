@@ -636,20 +636,9 @@ def test_a_twin_fails_at_distinct_sizes(case: Case) -> None:
 
 
 #: Twins whose failure at distinct sizes is none of JAX's shape errors nor
-#: treespec's `ValidationError`.
-OTHER_RAISES = {
-    (file, function): (
-        "raises jaxtyping.AnnotationError ('Cannot process symbolic axis "
-        f"'{axis}'...'), not a ValidationError: a return of the wrong shape, "
-        "in a call whose annotations hold a size expression"
-    )
-    for file, function, axis in [
-        ("gru_scan", "gru_time_major", "3*hidden"),
-        ("cnn_pool", "max_pool_same", "h//2"),
-        ("cnn_pool", "avg_pool_swapped", "h//2"),
-        ("cnn_pool", "avg_pool_axes", "h//2"),
-    ]
-}
+#: treespec's `ValidationError` (none: a wrong return under a size expression
+#: such as `h//2` raised jaxtyping's AnnotationError until it was fixed).
+OTHER_RAISES: dict[tuple[str, str], str] = {}
 
 
 @pytest.mark.parametrize(
@@ -787,11 +776,6 @@ MISSED: dict[tuple[str, str], str] = {
         "branch, and a failure at odd sizes only is a note"
     ),
     ("train_step", "train_step_accuracy"): _OPT_STATE,
-    ("vit_patch", "patch_embed_conv_layout"): (
-        "a note at the def (39): 'not checked past this line: AnnotationError' "
-        "from the return check; at the witnesses p > h/2, one patch, and "
-        "(d, 1) + (d,) broadcasts"
-    ),
 }
 
 #: Twins with an error at another line than their bug's.

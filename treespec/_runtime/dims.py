@@ -67,9 +67,9 @@ class Bindings:
 
     def explain(self, annotation: Any) -> str:
         """`b=32 bound by x, n=7 bound by w`: the dims of `annotation` bound so far."""
-        names = [
-            t.lstrip("#*") for t in str(getattr(annotation, "dim_str", "")).split()
-        ]
+        # The names in each dimension, those of an expression too (`h//2`).
+        tokens = str(getattr(annotation, "dim_str", "")).split()
+        names = [n for t in tokens for n in re.findall(r"[A-Za-z_]\w*", t)]
         bound = [
             # A symbolic size named as the dimension says nothing more.
             f"{n}{'' if str(size) == n else f'={size}'} bound by {path}"

@@ -223,7 +223,10 @@ def _reblame(
             continue
         hint, array = found
         with jaxtyping.jaxtyped("context"):  # a memo of its own: alone
-            if not isinstance(array, hint):
+            try:
+                if not isinstance(array, hint):
+                    continue
+            except jaxtyping.AnnotationError:  # `h//2`: needs the others
                 continue
         alone.add(index - len(checked))
         dims = bound_dims(hint, array.shape)
