@@ -583,7 +583,10 @@ FOUND = {
     "contraction": ("feed_contraction", "got (f,) and (d,)"),
     "transpose": ("attend_transpose", "got (k,) and (s,)"),
     "missing keepdims": ("normed", "(s, d), (s,)"),
-    "concatenate axis": ("widen", "'s 2*d'] with s bound by x, got float32[2*s,d]"),
+    "concatenate axis": (
+        "widen",
+        "'s 2*d'] with s bound by x, d bound by x, got float32[2*s,d]",
+    ),
     "einsum indices": ("attend_einsum", "lhs.shape=(d, h, k)"),
     "residual width": ("residual", "(s, d), (s, f)"),
     "bias width": ("feed_bias", "(s, f), (d,)"),
