@@ -1072,6 +1072,52 @@ def test_an_error_raised_by_the_users_own_code_is_a_note() -> None:
     assert problem.severity == "note"
 
 
+@treespec.jit
+def _mix(x: Float[Array, "t h k"], w: Float[Array, "k d"]) -> Float[Array, "t d"]:
+    return jnp.einsum("thk,hd->td", x, w)  # h where k belongs
+
+
+class _Normed(eqx.Module):
+    norm: eqx.nn.LayerNorm
+
+    def __init__(self, d: int) -> None:
+        self.norm = eqx.nn.LayerNorm(d)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+        return self.norm(x)  # one row at a time: should be jax.vmap(self.norm)(x)
+
+
+def test_a_shape_error_raised_by_a_library_the_code_calls_is_an_error() -> None:
+    # opt_einsum's label check and Equinox's LayerNorm invariant refuse these
+    # shapes as JAX's own checks would: errors at the user's line, not notes.
+    (error,) = treespec.check_shapes(_mix).problems
+    assert error.severity == "error", str(error)
+    assert error.line == _line(_mix, "jnp.einsum")
+    (error,) = [
+        p
+        for p in treespec.check_shapes(_Normed.__call__).problems
+        if p.severity == "error"
+    ]
+    assert error.line == _line(_Normed.__call__, "self.norm(x)"), str(error)
+    # Both are real: on arrays they raise.
+    with pytest.raises(ValueError):
+        _mix(jnp.ones((2, 3, 4)), jnp.ones((4, 5)))
+    with pytest.raises(ValueError):
+        _Normed(4)(jnp.ones((3, 4)))
+
+
+def test_an_error_raised_by_the_users_own_installed_helper_stays_a_note() -> None:
+    @treespec.jit
+    def picky(x: Float[Array, "n"]) -> Float[Array, "n"]:
+        if x.ndim != 1:
+            raise ValueError("one axis only")
+        raise ValueError("not for this model")  # the user's own refusal
+
+    (problem,) = treespec.check_shapes(picky).problems
+    assert problem.severity == "note"
+
+
 def test_the_constraint_suggested_for_n_greater_than_2_is_n_at_least_3() -> None:
     from treespec._shapes.outcomes import suggestion
 
