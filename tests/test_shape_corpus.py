@@ -739,15 +739,6 @@ MISSED: dict[tuple[str, str], str] = {
         "a note at the def (34): 'holds only when h and w are even', the "
         "return check raising jaxtyping's AnnotationError at the odd witness"
     ),
-    ("equinox_mlp", "AttentionOutputEinsum.__call__"): (
-        "a note: 'not checked past this line: ValueError: Size of label 'k' "
-        "for operand 1 (head_dim) does not match previous terms (heads)': "
-        "einsum's own check is not taken for JAX's"
-    ),
-    ("eqx_layers", "apply_block_norm_axis"): (
-        "a note: 'not checked past this line: ValueError: `LayerNorm(shape)(x)` "
-        "must satisfy the invariant': Equinox's own check is not taken for JAX's"
-    ),
     ("eqx_layers", "apply_block_no_fc2"): _ASSUMED_1.format(
         size="block.hidden_size", dim="d_model"
     ),

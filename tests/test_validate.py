@@ -176,9 +176,7 @@ def test_return_value_is_checked_with_the_same_dims() -> None:
     assert msg.endswith("got float32[4,32]")
 
 
-def test_a_return_of_the_wrong_shape_under_a_size_expression_is_a_validation_error() -> (
-    None
-):
+def test_a_wrong_return_under_a_size_expression_is_a_validation_error() -> None:
     # A 2x2 pool annotated `h//2`: a wrong return is the user's ValidationError
     # naming the return and the sizes, not jaxtyping's AnnotationError (which
     # a size expression raised when the leaf was checked alone).

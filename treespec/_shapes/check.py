@@ -312,7 +312,7 @@ class _Checker:
         file, line = user_line(
             error.__traceback__, code_file(t.inner), (t.file, t.line)
         )
-        severity, message = outcome(error)
+        severity, message = outcome(error, code_file(t.inner))
         return ShapeIssue(severity, file, line, t.name, message)
 
     def _one(

@@ -11,7 +11,7 @@ from typing import Any, Literal
 import jax
 
 from .._model.errors import RETURN, ValidationError
-from .user_code import raised_by_jax
+from .user_code import raised_by_a_library
 
 __all__ = ["first_lines", "outcome", "suggestion", "validation_text"]
 
@@ -44,9 +44,11 @@ def _inconclusive() -> Any:
 _INCONCLUSIVE: Any = _inconclusive()
 
 
-def outcome(error: Exception) -> tuple[Literal["error", "note"], str]:
+def outcome(error: Exception, own: str = "") -> tuple[Literal["error", "note"], str]:
     """The severity and message of what the body of a checked function
-    raised (JAX's traceback unfiltered, so that who raised can be told)."""
+    raised (JAX's traceback unfiltered, so that who raised can be told): a
+    shape error of JAX's or of a library the code calls is an error; what
+    the user's own code (`own`, the checked function's file) raises a note."""
     text = first_lines(error)
     if _INCONCLUSIVE and isinstance(error, _INCONCLUSIVE):
         return "note", (
@@ -61,7 +63,7 @@ def outcome(error: Exception) -> tuple[Literal["error", "note"], str]:
         )
     if isinstance(error, ValidationError) or (
         isinstance(error, (TypeError, ValueError, IndexError, AssertionError))
-        and raised_by_jax(error.__traceback__)
+        and raised_by_a_library(error.__traceback__, own)
     ):
         return "error", text
     return "note", (

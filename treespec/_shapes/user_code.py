@@ -28,7 +28,7 @@ __all__ = [
     "code_file",
     "def_line",
     "is_abstract",
-    "raised_by_jax",
+    "raised_by_a_library",
     "return_line",
     "shown",
     "unfiltered_tracebacks",
@@ -131,15 +131,34 @@ def _is_user_file(file: str, own: str) -> bool:
     return not any(resolved.startswith(d + os.sep) for d in _LIBRARY_DIRS)
 
 
-def raised_by_jax(tb: TracebackType | None) -> bool:
-    """Whether the innermost frame of a traceback is JAX's (or jaxlib's)."""
+#: Where installed libraries live (Equinox, Flax, opt_einsum, JAX itself).
+_SITE_DIRS = tuple(
+    {
+        str(Path(p).resolve())
+        for key in ("purelib", "platlib")
+        if (p := sysconfig.get_paths().get(key))
+    }
+)
+
+
+def raised_by_a_library(tb: TracebackType | None, own: str = "") -> bool:
+    """Whether the innermost frame of a traceback is JAX's (or jaxlib's), or
+    an installed library's (a check of Equinox's, opt_einsum's) that the
+    user's code called: a refusal of the shapes it was given, as JAX's own.
+    The checked function's own file (`own`) is the user's wherever it lies."""
     last = None
     for frame, _ in traceback.walk_tb(tb):
         last = frame.f_code.co_filename
-    if last is None:
+    if last is None or last == own or last.startswith("<"):
         return False
     parts = Path(last).parts
-    return "jax" in parts or "jaxlib" in parts
+    if "jax" in parts or "jaxlib" in parts:
+        return True
+    resolved = str(Path(last).resolve())
+    treespec = str(Path(__file__).resolve().parent.parent)
+    return not resolved.startswith(treespec + os.sep) and any(
+        resolved.startswith(d + os.sep) for d in _SITE_DIRS
+    )
 
 
 def return_line(fun: Any, args: list[Any], kwargs: dict[str, Any]) -> int | None:
