@@ -1243,6 +1243,66 @@ def test_parities_that_two_dimensions_need_are_both_named() -> None:
         _halves(jnp.ones((3, 4)), jnp.ones((3, 5)))
 
 
+def _gqa_body(q: jax.Array, k: jax.Array, swap: bool) -> jax.Array:
+    t, heads, head_dim = q.shape
+    kv = k.shape[1]
+    a, b = jnp.split(q, 2, axis=-1)  # rotate halves: an even head_dim
+    q = jnp.concatenate([-b, a], axis=-1) * head_dim**-0.5
+    q = q.reshape(t, kv, heads // kv, head_dim)  # kv heads divide heads
+    spec = "tgkh,skh->tkgs" if swap else "tkgh,skh->tkgs"
+    return jnp.einsum(spec, q, k).reshape(t, heads, t)
+
+
+@treespec.jit
+def _gqa(
+    q: Float[Array, "t heads head_dim"], k: Float[Array, "t kv head_dim"]
+) -> Float[Array, "t heads t"]:
+    return _gqa_body(q, k, swap=False)
+
+
+@treespec.jit
+def _gqa_swapped(
+    q: Float[Array, "t heads head_dim"], k: Float[Array, "t kv head_dim"]
+) -> Float[Array, "t heads t"]:
+    return _gqa_body(q, k, swap=True)  # runs only when heads == kv * kv
+
+
+def test_sizes_that_must_divide_each_other_are_a_note_not_an_error() -> None:
+    # Grouped-query attention needs an even head_dim and kv dividing heads:
+    # distinct primes break both, yet nothing is wrong. A witness whose sizes
+    # divide each other runs it: a note, never an error.
+    report = treespec.check_shapes(_gqa)
+    assert report.errors == (), str(report)
+    (note,) = report.notes
+    assert "divide" in note.message and "constraints=" in note.message, str(note)
+    _gqa(jnp.ones((3, 8, 4)), jnp.ones((3, 2, 4)))  # runs: 2 divides 8
+
+
+def test_a_bug_past_sizes_that_must_divide_is_found_at_its_line() -> None:
+    (error,) = treespec.check_shapes(_gqa_swapped).errors
+    assert error.line == _line(_gqa_body, "jnp.einsum(spec"), str(error)
+    _gqa_swapped(jnp.ones((3, 4, 2)), jnp.ones((3, 2, 2)))  # heads == kv * kv
+    with pytest.raises(TypeError):
+        _gqa_swapped(jnp.ones((3, 8, 4)), jnp.ones((3, 2, 4)))
+
+
+@treespec.jit
+def _rope_wrong_axis(x: Float[Array, "t n h"]) -> Float[Array, "t n h"]:
+    a, b = jnp.split(x, 2, axis=1)  # should split h, not n
+    angle = jnp.arange(x.shape[-1] // 2)
+    return jnp.concatenate([a * angle, b * angle], axis=1)
+
+
+def test_a_bug_seen_at_even_sizes_beats_a_split_of_odd_ones() -> None:
+    # At odd sizes the split of n fails first (a division); at even sizes
+    # the bug's own line fails: the error is reported there.
+    (error,) = treespec.check_shapes(_rope_wrong_axis).errors
+    assert error.line == _line(_rope_wrong_axis, "a * angle"), str(error)
+    _rope_wrong_axis(jnp.ones((3, 4, 4)))  # n == h: runs
+    with pytest.raises(TypeError):
+        _rope_wrong_axis(jnp.ones((3, 4, 6)))
+
+
 # Modules built from their constructors (issue 40, 3): a field that is an
 # `eqx.nn` layer gives no shape, so `self` is made by the class's `__init__`.
 
