@@ -104,11 +104,10 @@ def decide(
     if len(failed) == len(results):
         if issue.severity == "note":
             return dataclasses.replace(issue, message=message)
-        return dataclasses.replace(
-            issue,
-            message=f"{message} (found at concrete sizes {shown(sizes)}: "
-            "JAX's symbolic sizes could not decide)",
-        )
+        plain = [(s, found) for s, found in failed if not _division(found)]
+        if plain:  # a failure that is no division (the first): the error
+            return _concrete(*plain[0])
+        return _divided(trace_at, free, sizes, issue, message)
     held = next(s for s, found in results if not isinstance(found, ShapeIssue))
     even = _even(trace_at, results[0][0]) if held is results[1][0] else []
     if even:
@@ -134,6 +133,93 @@ def decide(
         f"{shown(sizes)} ({message}); if the annotations assume it, state "
         f"the relation with constraints=({suggestion(symbolic, name)!r},) "
         "(JAX's syntax)",
+    )
+
+
+#: A failure that says sizes do not divide (a split, a reshape, a `-1`):
+#: the sign of a relation the annotations may not state.
+_DIVISION = re.compile(
+    r"equal division|evenly divid|not divisible|divisible by|remainder|"
+    r"cannot reshape|Cannot divide",
+    re.I,
+)
+#: The ratios between neighbours of a chain witness, in turn, and its
+#: smallest size: every size a multiple of 12 (even, and of 3 and 4), no
+#: ratio between two sizes equal to a size; at most `_CHAIN_NAMES` names.
+_CHAIN_RATIOS = (2, 3, 5)
+_CHAIN_BASE = 12
+_CHAIN_NAMES = 8
+
+
+def _division(issue: ShapeIssue) -> bool:
+    return bool(_DIVISION.search(issue.message))
+
+
+def _concrete(sizes: dict[str, int], issue: ShapeIssue) -> ShapeIssue:
+    """An error found at concrete sizes, its sizes written as names."""
+    return dataclasses.replace(
+        issue,
+        message=f"{by_names(issue.message, sizes)} (found at concrete sizes "
+        f"{shown(sizes)}: JAX's symbolic sizes could not decide)",
+    )
+
+
+def chains(names: Sequence[str]) -> list[dict[str, int]]:
+    """Two witnesses whose sizes divide each other: each name's size a
+    multiple of every later one's (`heads` of `kv_heads`, in the order the
+    annotations name them), then of every earlier one's. For functions
+    that need a divisibility the annotations do not state (grouped-query
+    attention, a split in halves): distinct sizes still, so that a bug past
+    it fails."""
+    if len(names) > _CHAIN_NAMES:
+        return []
+    sizes, size = [], _CHAIN_BASE
+    for i in range(len(names)):
+        sizes.append(size)
+        size *= _CHAIN_RATIOS[i % len(_CHAIN_RATIOS)]
+    down = dict(zip(names, reversed(sizes)))
+    return [down, dict(zip(names, sizes))]
+
+
+def _divided(
+    trace_at: Callable[[dict[str, int]], Any],
+    free: Sequence[str],
+    sizes: dict[str, int],
+    issue: ShapeIssue,
+    message: str,
+) -> ShapeIssue:
+    """A function that fails at both witnesses where sizes do not divide:
+    run at the chain witnesses. One that holds needs sizes that divide (a
+    note); one that fails otherwise is the bug (an error, at its line); one
+    that fails to divide even where every size divides the others (a reshape
+    that mixes up sizes) is an error too. Past `_CHAIN_NAMES` names there is
+    no chain: a note, never an error for an unstated divisibility."""
+    tried = chains(free)
+    for chain in tried:
+        found = trace_at(chain)
+        if not isinstance(found, ShapeIssue):
+            return ShapeIssue(
+                "note",
+                issue.file,
+                issue.line,
+                issue.function,
+                f"holds only when sizes divide each other: it runs at "
+                f"{shown(chain)} and fails at {shown(sizes)} ({message}); if "
+                "the annotations assume it, state the relation with "
+                "constraints=(...) (JAX's syntax: 'heads == 4*kv')",
+            )
+        if found.severity == "error" and not _division(found):
+            return _concrete(chain, found)
+    if tried:
+        return _concrete(sizes, issue)
+    return ShapeIssue(
+        "note",
+        issue.file,
+        issue.line,
+        issue.function,
+        f"needs a relation between sizes the annotations do not state: at "
+        f"{shown(sizes)}, {message}; if it holds, state it with "
+        "constraints=(...) (JAX's syntax)",
     )
 
 
