@@ -1282,7 +1282,7 @@ def test_a_bug_past_sizes_that_must_divide_is_found_at_its_line() -> None:
     (error,) = treespec.check_shapes(_gqa_swapped).errors
     assert error.line == _line(_gqa_body, "jnp.einsum(spec"), str(error)
     _gqa_swapped(jnp.ones((3, 4, 2)), jnp.ones((3, 2, 2)))  # heads == kv * kv
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError):  # opt_einsum's label check
         _gqa_swapped(jnp.ones((3, 8, 4)), jnp.ones((3, 2, 4)))
 
 
@@ -1298,8 +1298,8 @@ def test_a_bug_seen_at_even_sizes_beats_a_split_of_odd_ones() -> None:
     # the bug's own line fails: the error is reported there.
     (error,) = treespec.check_shapes(_rope_wrong_axis).errors
     assert error.line == _line(_rope_wrong_axis, "a * angle"), str(error)
-    _rope_wrong_axis(jnp.ones((3, 4, 4)))  # n == h: runs
-    with pytest.raises(TypeError):
+    _rope_wrong_axis(jnp.ones((3, 4, 2)))  # h == 2: the angle broadcasts
+    with pytest.raises(ValueError):
         _rope_wrong_axis(jnp.ones((3, 4, 6)))
 
 
@@ -1355,6 +1355,82 @@ def test_a_bug_in_a_module_built_from_its_constructor_is_found() -> None:
     model = _BlockBug(4, 6, key=jax.random.key(0))
     with pytest.raises(ValidationError):
         model(jnp.ones((3, 4)))
+
+
+class _Head(eqx.Module):
+    proj: eqx.nn.Linear
+
+    def __init__(self, d: int, classes: int, *, key: PRNGKeyArray) -> None:
+        self.proj = eqx.nn.Linear(d, classes, key=key)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "b d"]) -> Float[Array, "b classes"]:
+        return jax.vmap(self.proj)(x)
+
+
+class _HeadResidual(_Head):
+    @treespec.jit
+    def __call__(self, x: Float[Array, "b d"]) -> Float[Array, "b classes"]:
+        return jax.vmap(self.proj)(x) + x  # BUG: runs only when classes == d
+
+
+def test_a_constructor_size_named_in_the_return_annotation_takes_that_size() -> None:
+    # `classes` is named only by the return: it is that dimension, not 1 (at
+    # which the bug's (b, classes) + (b, d) would broadcast).
+    report = treespec.check_shapes(_Head.__call__)
+    assert report.problems == (), str(report)
+    (error,) = treespec.check_shapes(_HeadResidual.__call__).errors
+    assert "(b, classes), (b, d)" in error.message, str(error)
+    with pytest.raises(TypeError):
+        _HeadResidual(4, 3, key=jax.random.key(0))(jnp.ones((2, 4)))
+
+
+class _Widen(eqx.Module):
+    inner: eqx.nn.Linear
+    outer: eqx.nn.Linear
+
+    def __init__(self, d: int, hidden: int, *, key: PRNGKeyArray) -> None:
+        k1, k2 = jax.random.split(key)
+        self.inner = eqx.nn.Linear(d, hidden, key=k1)
+        self.outer = eqx.nn.Linear(hidden, d, key=k2)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "b d"]) -> Float[Array, "b d"]:
+        h = jax.vmap(self.inner)(x)
+        return jax.vmap(self.outer)(h) + h  # BUG: runs when hidden is 1 (or d)
+
+
+def test_a_constructor_size_no_annotation_names_is_not_taken_as_1() -> None:
+    (error,) = treespec.check_shapes(_Widen.__call__).errors
+    assert "hidden" in str(treespec.check_shapes(_Widen.__call__)), error
+    _Widen(4, 1, key=jax.random.key(0))(jnp.ones((2, 4)))  # hidden == 1: runs
+    with pytest.raises(TypeError):
+        _Widen(4, 6, key=jax.random.key(0))(jnp.ones((2, 4)))
+
+
+class _Pooled(eqx.Module):
+    conv: eqx.nn.Conv2d
+    pool: eqx.nn.MaxPool2d
+    mlp: eqx.nn.MLP
+
+    def __init__(self, c: int, d: int, *, key: PRNGKeyArray) -> None:
+        k1, k2 = jax.random.split(key)
+        self.conv = eqx.nn.Conv2d(c, d, kernel_size=3, padding=1, key=k1)
+        self.pool = eqx.nn.MaxPool2d(kernel_size=2, stride=2)
+        self.mlp = eqx.nn.MLP(d, d, d, depth=1, key=k2)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "c h w"]) -> Float[Array, " d"]:
+        y = self.pool(jax.nn.relu(self.conv(x)))
+        return self.mlp(y.mean(axis=(1, 2)))
+
+
+def test_a_module_holding_functions_is_built_from_its_constructor() -> None:
+    # MaxPool2d keeps its reduction and MLP its activation as fields:
+    # functions, which jax.eval_shape cannot return; Equinox's can.
+    report = treespec.check_shapes(_Pooled.__call__)
+    assert report.errors == () and report.outputs, str(report)
+    assert not any(p.skipped for p in report.problems), str(report)
 
 
 def test_a_module_given_as_a_value_still_wins() -> None:
