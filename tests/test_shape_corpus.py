@@ -716,15 +716,6 @@ def test_the_check_imports_every_file_and_checks_every_function(
 # entry is an xfail(strict=True): when the checker learns the case, its test
 # passes, fails as an XPASS, and the entry goes.
 
-_ASSUMED_1 = (
-    "no error: {size} is taken as 1 (a note says so), and the bug's "
-    "(..., {dim}) + (..., 1) broadcasts"
-)
-_EVAL_SHAPE = (
-    "skipped ('{what} (int) has no value'): the constructor, run under "
-    "jax.eval_shape, returns a field that is a function ({field}), which "
-    "jax.eval_shape refuses"
-)
 _OPT_STATE = "skipped: opt_state (optax.OptState) has no value to be built from"
 
 #: Bugs the checker does not report as an error at their line.
@@ -732,18 +723,6 @@ MISSED: dict[tuple[str, str], str] = {
     ("cnn_pool", "max_pool_same"): (
         "a note at the def (34): 'holds only when h and w are even', the "
         "return check raising jaxtyping's AnnotationError at the odd witness"
-    ),
-    ("eqx_layers", "apply_block_no_fc2"): _ASSUMED_1.format(
-        size="block.hidden_size", dim="d_model"
-    ),
-    ("eqx_layers", "ConvBlockSkip.__call__"): _EVAL_SHAPE.format(
-        what="self.conv1.num_spatial_dims", field="MaxPool2d.operation"
-    ),
-    ("eqx_layers", "TransformerBlockMask.__call__"): _EVAL_SHAPE.format(
-        what="self.norm1.shape[0]", field="eqx.nn.MLP.activation"
-    ),
-    ("nnx_modules", "MLPResidual.__call__"): _ASSUMED_1.format(
-        size="self.dout (named only in the return annotation)", dim="din"
     ),
     ("nnx_modules", "apply_cnn_layout"): (
         "error at line 48, in CNN.__call__ (the innermost line of user code), "
@@ -772,12 +751,6 @@ FALSE_ERRORS: dict[tuple[str, str], str] = {
 
 #: Clean functions the checker skips.
 SKIPPED: dict[tuple[str, str], str] = {
-    ("eqx_layers", "ConvBlock.__call__"): _EVAL_SHAPE.format(
-        what="self.conv1.num_spatial_dims", field="MaxPool2d.operation"
-    ),
-    ("eqx_layers", "TransformerBlock.__call__"): _EVAL_SHAPE.format(
-        what="self.norm1.shape[0]", field="eqx.nn.MLP.activation"
-    ),
     ("train_step", "train_step"): _OPT_STATE,
 }
 

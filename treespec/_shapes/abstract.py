@@ -30,7 +30,7 @@ import dataclasses
 import inspect
 import re
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -61,6 +61,7 @@ __all__ = [
     "MissingValue",
     "NO_DEFAULT",
     "abstract_value",
+    "declared_names",
     "given_sizes",
     "symbols_for",
 ]
@@ -139,6 +140,24 @@ def symbols_for(names: Sequence[str], constraints: Sequence[str]) -> dict[str, A
     return dict(zip(names, symbols))
 
 
+def declared_names(nodes: Iterable[Node]) -> frozenset[str]:
+    """The dimension names the annotations below `nodes` use (`h` of `h//2`
+    too), through every container and class field."""
+    found: dict[str, None] = {}
+    seen: set[int] = set()
+    todo = list(nodes)
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, LeafNode):
+            text = str(getattr(node.annotation, "dim_str", ""))
+            found.update(dict.fromkeys(_IDENT.findall(text)))
+        todo.extend(child for _, child in node.children())
+    return frozenset(found)
+
+
 @dataclasses.dataclass
 class Builder:
     """Builds one call's abstract arguments.
@@ -160,6 +179,9 @@ class Builder:
     assumed: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: Static leaves built from their default, not every value.
     defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: The dimension names of the checked function's annotations, its return
+    #: included: a constructor's parameter so named takes that dimension.
+    declared: frozenset[str] = frozenset()
     _anonymous: int = 0
 
     def build(
@@ -337,9 +359,16 @@ class Builder:
         """An instance made by the class's own `__init__` (`construct.py`),
         else what its fields could not say (`error`)."""
 
-        def size_of(name: str) -> Any:  # the first pass: names seen so far
-            first = 2 if name in self.names else None
-            return first if self.sizes is None else self.sizes.get(name)
+        def size_of(name: str, new: bool) -> Any:
+            # The first pass records the names: those the annotations give
+            # (seen so far, or declared by the function), and new ones.
+            if self.sizes is None:
+                known = name in self.names or name in self.declared
+                if not (known or new):
+                    return None
+                self.names.setdefault(name)
+                return 2
+            return self.sizes.get(name)
 
         try:
             return construct(cls, size_of, self.assumed, path)

@@ -31,6 +31,7 @@ from .abstract import (
     Builder,
     CannotBuild,
     MissingValue,
+    declared_names,
     given_sizes,
     symbols_for,
 )
@@ -172,10 +173,12 @@ class _Checker:
         #: Constructor arguments taken by assumption, said in a note.
         self._assumed: dict[str, Any] = {}
         self.order: list[ShapeIssue] = []
+        spec = target.spec
+        self.declared = declared_names([*(p.node for p in spec.params), spec.returns])
 
     def run(self) -> ShapeReport:
         t = self.t
-        first = Builder()
+        first = Builder(declared=self.declared)
         try:
             self._arguments(first)
         except (CannotBuild, MissingValue) as error:
@@ -183,7 +186,7 @@ class _Checker:
         except SpecError as error:
             return self._skipped(error)
         if first.variadic:  # the second variant's names (`batch0`, `batch1`)
-            second = Builder(variant=1)
+            second = Builder(variant=1, declared=self.declared)
             self._arguments(second)
             first.names.update(second.names)
         fixed: dict[str, Any] = {}
@@ -320,7 +323,9 @@ class _Checker:
     ) -> Any:
         """One run: symbolic first, at concrete witnesses where JAX's
         symbolic sizes cannot decide (or a constructor cannot take them)."""
-        builder = Builder(sizes=sizes, chosen=run.chosen, variant=run.variant)
+        builder = Builder(
+            sizes=sizes, chosen=run.chosen, variant=run.variant, declared=self.declared
+        )
         try:
             args, kwargs = self._arguments(builder)
         except NeedsConcrete as error:
@@ -343,7 +348,12 @@ class _Checker:
 
         def trace_at(sizes: dict[str, int]) -> Any:
             every = {**sizes, **fixed}
-            builder = Builder(sizes=every, chosen=run.chosen, variant=run.variant)
+            builder = Builder(
+                sizes=every,
+                chosen=run.chosen,
+                variant=run.variant,
+                declared=self.declared,
+            )
             args = self._arguments(builder)
             self._assumed.update(builder.assumed)
             return self._trace(*args)

@@ -1,20 +1,23 @@
 """An instance of a class for a shape check: its fields' defaults, or, when
 its fields' annotations give no shape (a field that is an `eqx.nn.Linear`, a
 plain `Array`, an `int` set in `__init__`), the class's own `__init__`, run
-abstractly (`jax.eval_shape`, or `nnx.eval_shape` for a Flax NNX module).
+abstractly (`jax.eval_shape`, `nnx.eval_shape` for a Flax NNX module,
+`eqx.filter_eval_shape` for an Equinox one).
 
-Its arguments: an `int` named like a dimension of the checked function takes
-that dimension's size; another `int` takes its default, else 1 (a count such
-as `num_heads`), said in a note; a key a key, `rngs` an `nnx.Rngs`; anything
-else its default. A constructor that uses a symbolic size as a number
-(`eqx.nn.Linear`'s `math.sqrt`) needs concrete sizes: `NeedsConcrete`, and
-the run goes to the witnesses.
+Its arguments: an `int` named like a dimension of the checked function (its
+return annotation included) takes that dimension's size; one with a default
+takes it, and a count with none (`num_heads`) 1, said in a note; any other
+`int` (`hidden_size`) is a dimension of its own; a key a key, `rngs` an
+`nnx.Rngs`; anything else its default. A constructor that uses a symbolic
+size as a number (`eqx.nn.Linear`'s `math.sqrt`) needs concrete sizes:
+`NeedsConcrete`, and the run goes to the witnesses.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -32,6 +35,13 @@ class NeedsConcrete(Exception):
 
 
 _KEY_NAMES = ("key", "rng", "prng_key", "prngkey")
+#: An `int` parameter that counts things (`num_heads`, `n_layers`, `depth`):
+#: its default, else 1; any other `int` is a size.
+_COUNT = re.compile(
+    r"^(num|n)_|_?(heads|layers|blocks|groups|depth|count|steps|stride|"
+    r"kernel_size|padding|dilation|axis|dims?)$|^(depth|stride|groups|axis)",
+    re.I,
+)
 #: Stands for an `nnx.Rngs(0)`, made inside the abstract trace.
 _RNGS = object()
 
@@ -46,12 +56,13 @@ def _made(value: Any) -> Any:
 
 def construct(
     cls: type,
-    size_of: Callable[[str], Any | None],
+    size_of: Callable[[str, bool], Any | None],
     assumed: dict[str, Any],
     path: str,
 ) -> Any:
-    """An abstract instance of `cls` made by its `__init__`; `size_of(name)`
-    is a dimension's size, or None; what is assumed goes in `assumed`
+    """An abstract instance of `cls` made by its `__init__`; `size_of(name,
+    new)` is a dimension's size, or None (with `new`, a dimension of its own
+    for a size no annotation names); what is assumed goes in `assumed`
     (`path.param` -> value). Raises `TypeError` when a parameter cannot be
     given, `NeedsConcrete` at symbolic sizes the constructor cannot take."""
     signature = inspect.signature(cls)
@@ -99,7 +110,7 @@ def _sizes(values: list[Any]) -> list[Any]:
 
 def _argument(
     param: inspect.Parameter,
-    size_of: Callable[[str], Any | None],
+    size_of: Callable[[str, bool], Any | None],
     assumed: dict[str, Any],
     where: str,
 ) -> Any:
@@ -112,9 +123,13 @@ def _argument(
         annotation is inspect.Parameter.empty and type(param.default) is int
     )
     if counts:
-        size = size_of(name)
+        size = size_of(name, False)
         if size is not None:
             return size
+        if type(param.default) is not int and not _COUNT.search(name):
+            # A size no annotation names (`hidden_size`): a dimension of its
+            # own, never 1, at which a bug that broadcasts would pass.
+            return size_of(name, True)
         value = param.default if type(param.default) is int else 1
         assumed[where] = value
         return value
@@ -124,12 +139,18 @@ def _argument(
 
 
 def _eval_shape(cls: type) -> Callable[[Callable[[], Any]], Any]:
-    """`jax.eval_shape`, or Flax NNX's for an NNX module."""
+    """`jax.eval_shape`, or Flax NNX's for an NNX module, or Equinox's for an
+    `eqx.Module` (whose fields may be functions: an activation, a pool's
+    reduction, which `jax.eval_shape` cannot return)."""
     module = type(cls).__module__ + " " + " ".join(c.__module__ for c in cls.__mro__)
     if "flax.nnx" in module:
         from flax import nnx
 
         return nnx.eval_shape
+    if "equinox" in module:
+        import equinox as eqx
+
+        return eqx.filter_eval_shape
     return jax.eval_shape
 
 
