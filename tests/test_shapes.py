@@ -1303,6 +1303,58 @@ def test_a_bug_seen_at_even_sizes_beats_a_split_of_odd_ones() -> None:
         _rope_wrong_axis(jnp.ones((3, 4, 6)))
 
 
+@treespec.jit
+def _pool_same(x: Float[Array, "c h w"]) -> Float[Array, "c h//2 w//2"]:
+    window = (1, 2, 2)
+    return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, window, window, "SAME")
+
+
+def test_a_return_that_breaks_its_annotation_at_odd_sizes_is_an_error() -> None:
+    # SAME padding rounds h/2 up: right at even sizes, wrong at odd ones,
+    # where the annotation promises h//2. A broken promise, not a relation.
+    (error,) = treespec.check_shapes(_pool_same).errors
+    assert error.message.startswith("the return value"), str(error)
+    assert "h=" in error.message and "w=" in error.message, str(error)
+    _pool_same(jnp.ones((3, 4, 6)))
+    with pytest.raises(ValidationError):
+        _pool_same(jnp.ones((3, 5, 7)))
+
+
+@treespec.jit
+def _with_positions(
+    tokens: Float[Array, "h w d"], pos: Float[Array, "n d"]
+) -> Float[Array, "n d"]:
+    return tokens.reshape(-1, tokens.shape[-1]) + pos  # n is h*w, unsaid
+
+
+def test_a_size_of_its_own_against_a_product_of_others_is_a_relation_note() -> None:
+    # `n` stands for h*w, which no annotation says: a note naming the
+    # relation, not an error at sizes the annotations allow but no caller
+    # would pass.
+    report = treespec.check_shapes(_with_positions)
+    assert report.errors == (), str(report)
+    (note,) = report.notes
+    assert "n == h*w" in note.message and "constraints=" in note.message, str(note)
+    assert treespec.check_shapes(_with_positions, constraints=("n == h*w",)).ok
+    _with_positions(jnp.ones((2, 3, 4)), jnp.ones((6, 4)))
+
+
+@treespec.jit
+def _outer(x: Float[Array, "b n"], w: Float[Array, "n m"]) -> Float[Array, "b m"]:
+    return _inner_helper(x, w)  # the call
+
+
+def _inner_helper(x: jax.Array, w: jax.Array) -> jax.Array:
+    return x + jnp.tanh(x @ w)
+
+
+def test_an_error_inside_a_helper_names_the_line_that_called_it() -> None:
+    (error,) = treespec.check_shapes(_outer).errors
+    assert error.line == _line(_inner_helper, "x + jnp.tanh")
+    called = _line(_outer, "# the call")
+    assert error.message.endswith(f"(called at line {called})"), str(error)
+
+
 # Modules built from their constructors (issue 40, 3): a field that is an
 # `eqx.nn` layer gives no shape, so `self` is made by the class's `__init__`.
 
