@@ -30,7 +30,7 @@ import dataclasses
 import inspect
 import re
 import typing
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -61,7 +61,6 @@ __all__ = [
     "MissingValue",
     "NO_DEFAULT",
     "abstract_value",
-    "declared_names",
     "given_sizes",
     "symbols_for",
 ]
@@ -140,24 +139,6 @@ def symbols_for(names: Sequence[str], constraints: Sequence[str]) -> dict[str, A
     return dict(zip(names, symbols))
 
 
-def declared_names(nodes: Iterable[Node]) -> frozenset[str]:
-    """The dimension names the annotations below `nodes` use (`h` of `h//2`
-    too), through every container and class field."""
-    found: dict[str, None] = {}
-    seen: set[int] = set()
-    todo = list(nodes)
-    while todo:
-        node = todo.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, LeafNode):
-            text = str(getattr(node.annotation, "dim_str", ""))
-            found.update(dict.fromkeys(_IDENT.findall(text)))
-        todo.extend(child for _, child in node.children())
-    return frozenset(found)
-
-
 @dataclasses.dataclass
 class Builder:
     """Builds one call's abstract arguments.
@@ -179,8 +160,7 @@ class Builder:
     assumed: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: Static leaves built from their default, not every value.
     defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
-    #: The dimension names of the checked function's annotations, its return
-    #: included: a constructor's parameter so named takes that dimension.
+    #: The checked function's dimension names (`leaves.declared_names`).
     declared: frozenset[str] = frozenset()
     _anonymous: int = 0
 

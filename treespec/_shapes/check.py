@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
@@ -31,15 +30,23 @@ from .abstract import (
     Builder,
     CannotBuild,
     MissingValue,
-    declared_names,
     given_sizes,
     symbols_for,
 )
 from .construct import NeedsConcrete, assumptions_text
-from .outcomes import first_lines, outcome, validation_text
+from .leaves import declared_names
+from .outcomes import (
+    first_lines,
+    outcome,
+    relation_note,
+    skipped_text,
+    unstated_relation,
+    validation_text,
+)
 from .report import ShapeIssue, ShapeReport
 from .runs import Run, combinations, common
 from .user_code import (
+    called_at,
     code_file,
     def_line,
     is_abstract,
@@ -316,6 +323,9 @@ class _Checker:
             error.__traceback__, code_file(t.inner), (t.file, t.line)
         )
         severity, message = outcome(error, code_file(t.inner))
+        caller = called_at(error.__traceback__, t.inner, line)
+        if caller is not None and severity == "error":
+            message = f"{message} (called at line {caller})"
         return ShapeIssue(severity, file, line, t.name, message)
 
     def _one(
@@ -323,9 +333,7 @@ class _Checker:
     ) -> Any:
         """One run: symbolic first, at concrete witnesses where JAX's
         symbolic sizes cannot decide (or a constructor cannot take them)."""
-        builder = Builder(
-            sizes=sizes, chosen=run.chosen, variant=run.variant, declared=self.declared
-        )
+        builder = self._builder(run, sizes)
         try:
             args, kwargs = self._arguments(builder)
         except NeedsConcrete as error:
@@ -333,13 +341,16 @@ class _Checker:
         finally:
             self._assumed.update(builder.assumed)
         found = self._trace(args, kwargs)
-        if (
-            isinstance(found, ShapeIssue)
-            and not self.constraints
-            and witness.symbolic_limit(self._raised)
-        ):
+        if not isinstance(found, ShapeIssue):
+            return found
+        if found.severity == "error" and unstated_relation(self._raised):
+            return relation_note(found, unstated_relation(self._raised))
+        if not self.constraints and witness.symbolic_limit(self._raised):
             found = self._witnessed(run, free, fixed, self._raised)
         return found
+
+    def _builder(self, run: Run, sizes: dict[str, Any]) -> Builder:
+        return Builder(sizes, run.chosen, run.variant, declared=self.declared)
 
     def _witnessed(
         self, run: Run, free: list[str], fixed: dict[str, Any], symbolic: str
@@ -348,12 +359,7 @@ class _Checker:
 
         def trace_at(sizes: dict[str, int]) -> Any:
             every = {**sizes, **fixed}
-            builder = Builder(
-                sizes=every,
-                chosen=run.chosen,
-                variant=run.variant,
-                declared=self.declared,
-            )
+            builder = self._builder(run, every)
             args = self._arguments(builder)
             self._assumed.update(builder.assumed)
             return self._trace(*args)
@@ -382,20 +388,7 @@ class _Checker:
 
     def _skipped(self, error: Exception) -> ShapeReport:
         t = self.t
-        if isinstance(error, MissingValue):
-            top = re.split(r"[.\[]", error.path, maxsplit=1)[0]
-            message = (
-                f"skipped: {error.path} ({error.text}) has no value; give one: "
-                f"check_shapes({t.name}, {top}=...)"
-            )
-        elif isinstance(error, CannotBuild):
-            top = re.split(r"[.\[]", error.path, maxsplit=1)[0]
-            message = (
-                f"skipped: {error.path} cannot be built: {error.why}; give a "
-                f"value: check_shapes({t.name}, {top}=...)"
-            )
-        else:
-            message = f"skipped: {first_lines(error)}"
+        message = skipped_text(error, t.name)
         issue = ShapeIssue("note", t.file, t.line, t.name, message, skipped=True)
         return ShapeReport(t.name, (issue,))
 

@@ -1,20 +1,23 @@
 """What a leaf annotation stands for in a shape check: the dtype an array of
-its jaxtyping category is built with, and the values of a `bool`,
-`Literal[...]` or `Enum` (every mode of a static leaf)."""
+its jaxtyping category is built with, the values of a `bool`, `Literal[...]`
+or `Enum` (every mode of a static leaf), and the dimension names a
+function's annotations use."""
 
 from __future__ import annotations
 
 import enum
+import re
 import typing
+from collections.abc import Iterable
 from typing import Any
 
 import jax
 import numpy as np
 
 from .._model.markers import Marker
-from .._model.spec import LeafNode
+from .._model.spec import LeafNode, Node
 
-__all__ = ["DTYPES", "dtype_of", "finite_values", "modes_of"]
+__all__ = ["DTYPES", "declared_names", "dtype_of", "finite_values", "modes_of"]
 
 #: One dtype for each jaxtyping dtype category, the first the category allows.
 DTYPES = ("float32", "int32", "uint32", "bool", "complex64", "bfloat16")
@@ -55,3 +58,22 @@ def modes_of(node: Any, marker: Marker | None, default: Any) -> tuple[Any, ...] 
     if values is None or default not in values:
         return None
     return (default, *(v for v in values if v is not default and v != default))
+
+
+def declared_names(nodes: Iterable[Node]) -> frozenset[str]:
+    """The dimension names the annotations below `nodes` use (`h` of `h//2`
+    too), through every container and class field: a constructor's
+    parameter so named takes that dimension (`construct.py`)."""
+    found: dict[str, None] = {}
+    seen: set[int] = set()
+    todo = list(nodes)
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, LeafNode):
+            text = str(getattr(node.annotation, "dim_str", ""))
+            found.update(dict.fromkeys(re.findall(r"[A-Za-z_]\w*", text)))
+        todo.extend(child for _, child in node.children())
+    return frozenset(found)

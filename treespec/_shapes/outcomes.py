@@ -5,15 +5,25 @@ anything else the body raised), and its message, on one line."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any, Literal
 
 import jax
 
 from .._model.errors import RETURN, ValidationError
+from .report import ShapeIssue
 from .user_code import raised_by_a_library
 
-__all__ = ["first_lines", "outcome", "suggestion", "validation_text"]
+__all__ = [
+    "first_lines",
+    "outcome",
+    "relation_note",
+    "skipped_text",
+    "suggestion",
+    "unstated_relation",
+    "validation_text",
+]
 
 #: JAX's errors that mean "this needs a value, not a shape": what tracing
 #: cannot see (Python control flow on traced values, `int(x)`).
@@ -108,3 +118,91 @@ def suggestion(text: str, name: str = "n") -> str:
         if op in (">=", "<=", "=="):
             return f"{left} {op} {right}"
     return f"{name} == 2*k"
+
+
+#: Where a message of JAX's names two shapes it found unequal.
+_SHAPES = re.compile(r"(?:shapes for broadcasting: |got )\(")
+
+
+def unstated_relation(text: str) -> list[str]:
+    """The relations a shape error shows between a size of its own and an
+    expression of other sizes (`(h*w, d), (n, d)`: `n == h*w`), none of
+    which the annotations state: a relation to state, not a bug. Empty when
+    the shapes differ otherwise (`(b, n), (b, m)`, `(h - 2,)` against
+    `(h,)`): then it is the sizes, not a relation, that disagree."""
+    found = _SHAPES.search(text)
+    if found is None:
+        return []
+    groups = _groups(text[found.end() - 1 :], 2)
+    if len(groups) != 2:
+        return []
+    relations = []
+    for a, b in zip(reversed(groups[0]), reversed(groups[1])):
+        if a == b or "1" in (a, b):
+            continue
+        lone, other = (a, b) if _IDENT.fullmatch(a) else (b, a)
+        derived = not _IDENT.fullmatch(other) and not other.lstrip("-").isdigit()
+        if not (_IDENT.fullmatch(lone) and derived):
+            return []  # two names, or a name against an expression of itself
+        if lone in _IDENT.findall(other):
+            return []
+        relations.append(f"{lone} == {other}")
+    return relations
+
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def relation_note(issue: ShapeIssue, relations: list[str]) -> ShapeIssue:
+    """`issue` (an error at sizes no caller would pass) as the note of the
+    relations it needs (`unstated_relation`)."""
+    return dataclasses.replace(
+        issue,
+        severity="note",
+        message="needs a relation between sizes the annotations do not state: "
+        f"{', '.join(relations)} ({issue.message}); if it holds, state it with "
+        f"constraints={tuple(relations)!r} (JAX's syntax)",
+    )
+
+
+def _groups(text: str, count: int) -> list[list[str]]:
+    """The first `count` parenthesized shapes of `text`, split at their
+    top-level commas: `(a, floordiv(h, 2))` -> `['a', 'floordiv(h, 2)']`."""
+    groups: list[list[str]] = []
+    depth, start = 0, 0
+    items: list[str] = []
+    for i, char in enumerate(text):
+        if char == "(":
+            depth += 1
+            if depth == 1:
+                start, items = i + 1, []
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                items.append(text[start:i].strip())
+                groups.append([item for item in items if item])
+                if len(groups) == count:
+                    break
+        elif char == "," and depth == 1:
+            items.append(text[start:i].strip())
+            start = i + 1
+    return groups
+
+
+def skipped_text(error: Exception, function: str) -> str:
+    """Why a function is skipped: a leaf with no value (`MissingValue`: its
+    `path` and `text`), one that cannot be built (`CannotBuild`: its `path`
+    and `why`), each with the keyword that gives it; else the error."""
+    path = getattr(error, "path", None)
+    if path is None:
+        return f"skipped: {first_lines(error)}"
+    top = re.split(r"[.\[]", path, maxsplit=1)[0]
+    if hasattr(error, "why"):
+        return (
+            f"skipped: {path} cannot be built: {error.why}; give a value: "
+            f"check_shapes({function}, {top}=...)"
+        )
+    return (
+        f"skipped: {path} ({getattr(error, 'text', '')}) has no value; give "
+        f"one: check_shapes({function}, {top}=...)"
+    )

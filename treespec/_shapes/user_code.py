@@ -25,6 +25,7 @@ from typing import Any
 import jax
 
 __all__ = [
+    "called_at",
     "code_file",
     "def_line",
     "is_abstract",
@@ -120,6 +121,18 @@ def user_line(
         if _is_user_file(frame.f_code.co_filename, own):
             found = (shown(frame.f_code.co_filename), line)
     return found
+
+
+def called_at(tb: TracebackType | None, fun: Any, line: int) -> int | None:
+    """The line of `fun`'s own body (the checked function) that led to an
+    error found at `line` elsewhere (inside a helper or a module it calls);
+    None when the error is in its body or `fun` is not in the traceback."""
+    code = getattr(inspect.unwrap(fun), "__code__", None)
+    found = None
+    for frame, at in traceback.walk_tb(tb):
+        if frame.f_code is code:
+            found = at
+    return None if found in (None, line) else found
 
 
 def _is_user_file(file: str, own: str) -> bool:
