@@ -9,7 +9,9 @@ sizes to the dimension names: distinct odd primes, and twice those (even
 sizes), so that a bug that passes only when two sizes are equal, or only at
 even sizes, fails at one of them. What fails at both is an error; what holds
 at both is no finding; what holds at one only needs a relation between
-sizes that the annotations do not state: a note.
+sizes that the annotations do not state: a note. Where both fail because
+sizes do not divide (a split in halves, grouped-query attention), two chain
+witnesses whose sizes divide each other decide (`chains`).
 """
 
 from __future__ import annotations
@@ -92,9 +94,17 @@ def decide(
 ) -> Any:
     """What a run whose symbolic trace stopped at `symbolic` (a limit of
     symbolic sizes) finds at the witnesses: `trace_at(sizes)` gives a
-    `ShapeIssue` or the output. The output where it holds at every witness;
-    the issue, its sizes written as names, where it fails at every one; else
-    a note naming the relation it needs."""
+    `ShapeIssue` or the output.
+
+    - Holds at every witness: the output.
+    - Fails at every one: the error, its sizes written as names; a failure
+      that is no division first; where all are divisions, the chain
+      witnesses decide (`_divided`).
+    - Holds at some: a return that breaks its annotation is an error (the
+      annotation promised every size), unless the code branches on a size;
+      else a note naming the relation: the names that must be even, or the
+      comparison JAX could not decide.
+    """
     results = [(sizes, trace_at(sizes)) for sizes in witnesses(free)]
     failed = [(s, found) for s, found in results if isinstance(found, ShapeIssue)]
     if not failed:
