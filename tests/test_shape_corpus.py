@@ -812,3 +812,19 @@ def test_a_clean_function_is_not_skipped(clean: Jitted, checked: Checked) -> Non
         if f.message.startswith("skipped:")
     ]
     assert not skips, checked.shown(clean.file, clean.function)
+
+
+def test_an_optax_step_is_checked_with_its_state_given() -> None:
+    # The command skips a step taking `optax.OptState` (no value can be
+    # guessed); given the state (and the model it was made for), the check
+    # finds the twin's bug at its line, and nothing in the clean step.
+    import treespec
+
+    m = corpus("train_step")
+    model = _classifier(m, {"n": 5, "hidden": 7, "classes": 4})
+    state = m.optimizer.init(model)
+    clean = treespec.check_shapes(m.train_step, model=model, opt_state=state)
+    assert clean.problems == () and clean.outputs, str(clean)
+    (bug,) = [b for b in BUGS if b.function == "train_step_accuracy"]
+    twin = treespec.check_shapes(m.train_step_accuracy, model=model, opt_state=state)
+    assert [e.line for e in twin.errors] == [bug.line], str(twin)
