@@ -1534,6 +1534,30 @@ class _Stack(eqx.Module):
         return x
 
 
+@pytest.mark.parametrize(
+    ("name", "count"),
+    [
+        ("num_heads", True),
+        ("n_layers", True),
+        ("depth", True),
+        ("groups", True),
+        ("hidden_dim", False),
+        ("head_dim", False),
+        ("hidden_size", False),
+        ("out_channels", False),
+        ("d_model", False),
+    ],
+)
+def test_a_constructor_int_is_a_count_or_a_size_by_its_name(
+    name: str, count: bool
+) -> None:
+    # A count with no default is 1 (said in a note); a size (`hidden_dim`)
+    # is a dimension of its own.
+    from treespec._shapes.construct import _COUNT
+
+    assert bool(_COUNT.search(name)) is count
+
+
 def test_a_count_a_constructor_takes_is_1_and_said() -> None:
     report = treespec.check_shapes(_Stack.__call__)
     assert report.errors == () and report.outputs, str(report)

@@ -39,7 +39,7 @@ _KEY_NAMES = ("key", "rng", "prng_key", "prngkey")
 #: its default, else 1; any other `int` is a size.
 _COUNT = re.compile(
     r"^(num|n)_|_?(heads|layers|blocks|groups|depth|count|steps|stride|"
-    r"kernel_size|padding|dilation|axis|dims?)$|^(depth|stride|groups|axis)",
+    r"kernel_size|padding|dilation|axis)$|^(depth|stride|groups|axis)",
     re.I,
 )
 #: Stands for an `nnx.Rngs(0)`, made inside the abstract trace.
