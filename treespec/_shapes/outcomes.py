@@ -1,7 +1,8 @@
 """What an exception raised while a shape check traced means: an error (a
-shape or dtype error JAX raised, a `ValidationError`) or a note (a relation
-between sizes the annotations do not state, a value tracing cannot see,
-anything else the body raised), and its message, on one line."""
+shape or dtype error JAX, or a library the code calls, raised; a
+`ValidationError`) or a note (a relation between sizes the annotations do
+not state, a value tracing cannot see, anything else the user's own code
+raised), and its message, on one line."""
 
 from __future__ import annotations
 
