@@ -1191,6 +1191,14 @@ def test_a_clean_function_jax_cannot_decide_symbolically_has_no_error(fun: Any) 
     assert report.errors == (), str(report)
 
 
+def test_witness_sizes_are_written_as_names_at_the_end_of_a_sentence_too() -> None:
+    from treespec._shapes.witness import by_names
+
+    sizes = {"h": 11, "w": 13}
+    text = "but width // 1 != 11. got (143,), 2.5 and n=11"
+    assert by_names(text, sizes) == "but width // 1 != h. got (h*w,), 2.5 and n=11"
+
+
 def test_a_bug_after_a_size_used_as_a_number_is_found_at_concrete_sizes() -> None:
     (error,) = treespec.check_shapes(_attend_bug).problems
     assert error.severity == "error", str(error)
