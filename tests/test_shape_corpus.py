@@ -767,11 +767,9 @@ def _clean_params(known: dict[tuple[str, str], str]) -> list[Any]:
 
 def _at_bug(bug: Bug, finding: Finding) -> bool:
     """An error at the bug's line, or inside what the bug's line calls (the
-    message ends "called at line N"); or, where the bug's value is what the
+    message says "called at line N"); or, where the bug's value is what the
     next line returns, the return value's error at that `return`."""
-    if finding.line == bug.line or finding.message.endswith(
-        f"(called at line {bug.line})"
-    ):
+    if finding.line == bug.line or f"(called at line {bug.line})" in finding.message:
         return True
     returned = _source(bug.file)[bug.line + 1].strip().startswith("return ")
     return (

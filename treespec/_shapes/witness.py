@@ -81,7 +81,7 @@ def by_names(text: str, sizes: Mapping[str, int]) -> str:
     def named(match: re.Match[str]) -> str:
         return names.get(int(match.group(0)), match.group(0))
 
-    return re.sub(r"(?<![\w.=])\d+(?![\w.])", named, text)
+    return re.sub(r"(?<![\w.=])\d+(?!\w|\.\d)", named, text)
 
 
 def shown(sizes: Mapping[str, Any]) -> str:
