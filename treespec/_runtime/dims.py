@@ -20,9 +20,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["Bindings", "Blame", "Binding", "blame", "bound_dims"]
+__all__ = ["DIM_NAME", "Bindings", "Blame", "Binding", "blame", "bound_dims"]
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+#: A name inside a dimension: `h` and `p` of `(h//p)*w`, `n` of `#n`.
+DIM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 #: One leaf's binding of the dimensions of its annotation: `(name, size)`
 #: pairs, a variadic `*name` binding the tuple of its sizes.
@@ -69,7 +71,7 @@ class Bindings:
         """`b=32 bound by x, n=7 bound by w`: the dims of `annotation` bound so far."""
         # The names in each dimension, those of an expression too (`h//2`).
         tokens = str(getattr(annotation, "dim_str", "")).split()
-        names = [n for t in tokens for n in re.findall(r"[A-Za-z_]\w*", t)]
+        names = [n for t in tokens for n in DIM_NAME.findall(t)]
         bound = [
             # A symbolic size named as the dimension says nothing more.
             f"{n}{'' if str(size) == n else f'={size}'} bound by {path}"

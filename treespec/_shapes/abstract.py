@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import re
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -49,7 +48,7 @@ from .._model.spec import (
     UnionNode,
 )
 from .._runtime.classes import is_namedtuple, is_nnx
-from .._runtime.dims import bound_dims
+from .._runtime.dims import DIM_NAME, bound_dims
 from .._runtime.resolve import walk_value
 from .._runtime.typing_forms import is_jaxtyping_array
 from .construct import NeedsConcrete, construct, field_defaults
@@ -69,7 +68,6 @@ __all__ = [
 NO_DEFAULT: Any = inspect.Parameter.empty
 
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SCALARS = {float: np.float32, int: np.int32, bool: np.bool_, complex: np.complex64}
 
 
@@ -256,9 +254,9 @@ class Builder:
         if name == "_" or name.startswith("_"):
             self._anonymous += 1
             return self._size(f"_any{self._anonymous}")
-        if _IDENT.fullmatch(name):
+        if DIM_NAME.fullmatch(name):
             return self._size(name)
-        found = dict.fromkeys(_IDENT.findall(name))
+        found = dict.fromkeys(DIM_NAME.findall(name))
         scope = {n: self._size(n) for n in found}
         try:
             return eval(name, {"__builtins__": {}}, scope)

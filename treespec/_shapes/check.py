@@ -343,8 +343,8 @@ class _Checker:
         found = self._trace(args, kwargs)
         if not isinstance(found, ShapeIssue):
             return found
-        if found.severity == "error" and unstated_relation(self._raised):
-            return relation_note(found, unstated_relation(self._raised))
+        if found.severity == "error" and (rel := unstated_relation(self._raised)):
+            return relation_note(found, rel)
         if not self.constraints and witness.symbolic_limit(self._raised):
             found = self._witnessed(run, free, fixed, self._raised)
         return found

@@ -6,7 +6,6 @@ function's annotations use."""
 from __future__ import annotations
 
 import enum
-import re
 import typing
 from collections.abc import Iterable
 from typing import Any
@@ -16,6 +15,7 @@ import numpy as np
 
 from .._model.markers import Marker
 from .._model.spec import LeafNode, Node
+from .._runtime.dims import DIM_NAME
 
 __all__ = ["DTYPES", "declared_names", "dtype_of", "finite_values", "modes_of"]
 
@@ -74,6 +74,6 @@ def declared_names(nodes: Iterable[Node]) -> frozenset[str]:
         seen.add(id(node))
         if isinstance(node, LeafNode):
             text = str(getattr(node.annotation, "dim_str", ""))
-            found.update(dict.fromkeys(re.findall(r"[A-Za-z_]\w*", text)))
+            found.update(dict.fromkeys(DIM_NAME.findall(text)))
         todo.extend(child for _, child in node.children())
     return frozenset(found)

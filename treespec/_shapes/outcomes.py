@@ -13,6 +13,7 @@ from typing import Any, Literal
 import jax
 
 from .._model.errors import RETURN, ValidationError
+from .._runtime.dims import DIM_NAME
 from .report import ShapeIssue
 from .user_code import raised_by_a_library
 
@@ -141,17 +142,14 @@ def unstated_relation(text: str) -> list[str]:
     for a, b in zip(reversed(groups[0]), reversed(groups[1])):
         if a == b or "1" in (a, b):
             continue
-        lone, other = (a, b) if _IDENT.fullmatch(a) else (b, a)
-        derived = not _IDENT.fullmatch(other) and not other.lstrip("-").isdigit()
-        if not (_IDENT.fullmatch(lone) and derived):
+        lone, other = (a, b) if DIM_NAME.fullmatch(a) else (b, a)
+        derived = not DIM_NAME.fullmatch(other) and not other.lstrip("-").isdigit()
+        if not (DIM_NAME.fullmatch(lone) and derived):
             return []  # two names, or a name against an expression of itself
-        if lone in _IDENT.findall(other):
+        if lone in DIM_NAME.findall(other):
             return []
         relations.append(f"{lone} == {other}")
     return relations
-
-
-_IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
 def relation_note(issue: ShapeIssue, relations: list[str]) -> ShapeIssue:

@@ -36,14 +36,25 @@ __all__ = [
     "user_line",
 ]
 
-_LIBRARY_DIRS = tuple(
-    {
-        str(Path(p).resolve())
-        for key in ("stdlib", "platstdlib", "purelib", "platlib")
-        if (p := sysconfig.get_paths().get(key))
-    }
-    | {str(Path(__file__).resolve().parent.parent)}  # treespec/, all of it
-)
+
+def _folders(*keys: str) -> set[str]:
+    """The resolved folders of `sysconfig`'s paths `keys`."""
+    paths = sysconfig.get_paths()
+    return {str(Path(p).resolve()) for key in keys if (p := paths.get(key))}
+
+
+#: treespec's own folder, all of it.
+_TREESPEC_DIR = str(Path(__file__).resolve().parent.parent)
+#: Where installed libraries live (Equinox, Flax, opt_einsum, JAX itself).
+_SITE_DIRS = tuple(_folders("purelib", "platlib"))
+#: What is never the user's code: the standard library, installed libraries
+#: and treespec.
+_LIBRARY_DIRS = (*_folders("stdlib", "platstdlib"), *_SITE_DIRS, _TREESPEC_DIR)
+
+
+def _under(file: str, folders: tuple[str, ...]) -> bool:
+    resolved = str(Path(file).resolve())
+    return any(resolved.startswith(folder + os.sep) for folder in folders)
 
 
 def _thread_local_filtering() -> Callable[[str], Any] | None:
@@ -140,18 +151,7 @@ def _is_user_file(file: str, own: str) -> bool:
         return True
     if file.startswith("<"):
         return False
-    resolved = str(Path(file).resolve())
-    return not any(resolved.startswith(d + os.sep) for d in _LIBRARY_DIRS)
-
-
-#: Where installed libraries live (Equinox, Flax, opt_einsum, JAX itself).
-_SITE_DIRS = tuple(
-    {
-        str(Path(p).resolve())
-        for key in ("purelib", "platlib")
-        if (p := sysconfig.get_paths().get(key))
-    }
-)
+    return not _under(file, _LIBRARY_DIRS)
 
 
 def raised_by_a_library(tb: TracebackType | None, own: str = "") -> bool:
@@ -167,11 +167,7 @@ def raised_by_a_library(tb: TracebackType | None, own: str = "") -> bool:
     parts = Path(last).parts
     if "jax" in parts or "jaxlib" in parts:
         return True
-    resolved = str(Path(last).resolve())
-    treespec = str(Path(__file__).resolve().parent.parent)
-    return not resolved.startswith(treespec + os.sep) and any(
-        resolved.startswith(d + os.sep) for d in _SITE_DIRS
-    )
+    return _under(last, _SITE_DIRS) and not _under(last, (_TREESPEC_DIR,))
 
 
 def return_line(fun: Any, args: list[Any], kwargs: dict[str, Any]) -> int | None:

@@ -134,21 +134,15 @@ def decide(
         names = " and ".join([", ".join(even[:-1]), even[-1]] if even[1:] else even)
         verb = "is" if len(even) == 1 else "are"
         halves = [f"{n} == 2*{_half(n, even, free)}" for n in even]
-        return ShapeIssue(
-            "note",
-            issue.file,
-            issue.line,
-            issue.function,
+        return _note(
+            issue,
             f"holds only when {names} {verb} even: at {shown(sizes)}, {message}; "
             f"if the annotations assume it, state it with "
             f"constraints={tuple(halves)!r} (JAX's syntax)",
         )
     name = next((n for n in free if re.search(rf"\b{n}\b", symbolic)), free[0])
-    return ShapeIssue(
-        "note",
-        issue.file,
-        issue.line,
-        issue.function,
+    return _note(
+        issue,
         f"holds only at some sizes: it runs at {shown(held)} and fails at "
         f"{shown(sizes)} ({message}); if the annotations assume it, state "
         f"the relation with constraints=({suggestion(symbolic, name)!r},) "
@@ -173,6 +167,11 @@ _CHAIN_NAMES = 8
 
 def _division(issue: ShapeIssue) -> bool:
     return bool(_DIVISION.search(issue.message))
+
+
+def _note(issue: ShapeIssue, message: str) -> ShapeIssue:
+    """`issue`, at its place, as a note saying `message`."""
+    return dataclasses.replace(issue, severity="note", message=message)
 
 
 def _concrete(sizes: dict[str, int], issue: ShapeIssue) -> ShapeIssue:
@@ -218,11 +217,8 @@ def _divided(
     for chain in tried:
         found = trace_at(chain)
         if not isinstance(found, ShapeIssue):
-            return ShapeIssue(
-                "note",
-                issue.file,
-                issue.line,
-                issue.function,
+            return _note(
+                issue,
                 f"holds only when sizes divide each other: it runs at "
                 f"{shown(chain)} and fails at {shown(sizes)} ({message}); if "
                 "the annotations assume it, state the relation with "
@@ -232,11 +228,8 @@ def _divided(
             return _concrete(chain, found)
     if tried:
         return _concrete(sizes, issue)
-    return ShapeIssue(
-        "note",
-        issue.file,
-        issue.line,
-        issue.function,
+    return _note(
+        issue,
         f"needs a relation between sizes the annotations do not state: at "
         f"{shown(sizes)}, {message}; if it holds, state it with "
         "constraints=(...) (JAX's syntax)",
