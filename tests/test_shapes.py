@@ -1583,3 +1583,35 @@ def test_a_static_int_checked_only_at_its_default_is_said() -> None:
     assert report.ok and report.defaults == (("groups", 1),)
     assert str(report).endswith("grouped: ok (groups=1: checked at its default only)")
     assert treespec.check_shapes(grouped, groups=2).defaults == ()
+
+
+@treespec.jit
+def _odd_branch(x: Float[Array, "b d"]) -> Float[Array, "b d"]:
+    half = jnp.ones((x.shape[0], x.shape[-1] // 2))
+    emb = jnp.concatenate([half, half], axis=-1)
+    if x.shape[-1] % 2:  # an odd width: meant to work, padded by a column
+        return x + jnp.pad(emb, ((0, 1), (0, 0)))  # the wrong axis padded
+    return x + emb
+
+
+@treespec.jit
+def _odd_branch_right(x: Float[Array, "b d"]) -> Float[Array, "b d"]:
+    half = jnp.ones((x.shape[0], x.shape[-1] // 2))
+    emb = jnp.concatenate([half, half], axis=-1)
+    if x.shape[-1] % 2:
+        emb = jnp.pad(emb, ((0, 0), (0, 1)))
+    return x + emb
+
+
+def test_a_failure_in_a_branch_taken_only_at_odd_sizes_is_an_error() -> None:
+    # The code has a branch for an odd d: odd sizes are meant to work, and
+    # the branch that fails there is the bug, at its line; not a parity the
+    # annotations leave unstated (that is a failure on a line both run).
+    (error,) = treespec.check_shapes(_odd_branch).errors
+    assert error.line == _line(_odd_branch, "jnp.pad(emb, ((0, 1)"), str(error)
+    assert "concrete sizes" in error.message and "d=" in error.message, str(error)
+    assert treespec.check_shapes(_odd_branch_right).problems == ()
+    _odd_branch(jnp.ones((1, 5)))  # b == 1: the padded row broadcasts
+    _odd_branch_right(jnp.ones((3, 5)))
+    with pytest.raises(TypeError):
+        _odd_branch(jnp.ones((3, 5)))
