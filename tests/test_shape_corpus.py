@@ -720,10 +720,6 @@ _OPT_STATE = "skipped: opt_state (optax.OptState) has no value to be built from"
 
 #: Bugs the checker does not report as an error at their line.
 MISSED: dict[tuple[str, str], str] = {
-    ("rotary", "timestep_embedding_pad"): (
-        "a note: 'holds only when d is even': the bug is in the odd-width "
-        "branch, and a failure at odd sizes only is a note"
-    ),
     ("train_step", "train_step_accuracy"): _OPT_STATE,
     ("vit_patch", "vit_embed_same"): (
         "a note, as for the clean vit_embed: the position embeddings' n is a "

@@ -1611,7 +1611,28 @@ def test_a_failure_in_a_branch_taken_only_at_odd_sizes_is_an_error() -> None:
     assert error.line == _line(_odd_branch, "jnp.pad(emb, ((0, 1)"), str(error)
     assert "concrete sizes" in error.message and "d=" in error.message, str(error)
     assert treespec.check_shapes(_odd_branch_right).problems == ()
-    _odd_branch(jnp.ones((1, 5)))  # b == 1: the padded row broadcasts
+    _odd_branch(jnp.ones((3, 4)))  # an even d: a quick test passes
     _odd_branch_right(jnp.ones((3, 5)))
     with pytest.raises(TypeError):
         _odd_branch(jnp.ones((3, 5)))
+
+
+@treespec.jit
+def _halve(x: Float[Array, "b d"]) -> Float[Array, "b d//2"]:
+    return x.reshape(x.shape[0], -1, 2).sum(-1)  # needs an even d
+
+
+@treespec.jit
+def _halve_twice(x: Float[Array, "b d"]) -> Float[Array, "b d//2"]:
+    y = _halve(x)  # a jitted helper: cached, not traced again at a size
+    return y + _halve(x)
+
+
+def test_a_parity_a_jitted_helper_needs_stays_a_note() -> None:
+    # The helper's line fails at odd sizes and is cached at even ones (its
+    # body does not run again): the line that led there, `_halve(x)`, runs at
+    # both, so this is no branch of the code's own: a parity note.
+    report = treespec.check_shapes(_halve_twice)
+    assert report.errors == (), str(report)
+    (note,) = report.notes
+    assert note.message.startswith("holds only when d is even"), str(note)

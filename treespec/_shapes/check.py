@@ -364,7 +364,7 @@ class _Checker:
             self._assumed.update(builder.assumed)
             return self._trace(*args)
 
-        return witness.decide(trace_at, free, symbolic)
+        return witness.decide(trace_at, free, symbolic, self.t.inner)
 
     def _record(self, issue: ShapeIssue, run: Run, runs: int) -> None:
         key = (issue.severity, issue.line, issue.message)

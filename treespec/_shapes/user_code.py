@@ -29,6 +29,7 @@ __all__ = [
     "code_file",
     "def_line",
     "is_abstract",
+    "lines_run",
     "raised_by_a_library",
     "return_line",
     "shown",
@@ -144,6 +145,31 @@ def called_at(tb: TracebackType | None, fun: Any, line: int) -> int | None:
         if frame.f_code is code:
             found = at
     return None if found in (None, line) else found
+
+
+@contextlib.contextmanager
+def lines_run(fun: Any) -> Iterator[list[int]]:
+    """The lines of `fun`'s own body that run inside the block, in order
+    (the last is the one that led to an error), in the calling thread: a
+    tracer that follows `fun`'s frames only, whatever a nested `jit` caches
+    (a debugger's or coverage's tracer is set back after)."""
+    code = getattr(inspect.unwrap(fun), "__code__", None)
+    ran: list[int] = []
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "line":
+            ran.append(frame.f_lineno)
+        return local
+
+    def calls(frame: FrameType, event: str, arg: Any) -> Any:
+        return local if frame.f_code is code else None
+
+    before = sys.gettrace()
+    sys.settrace(calls)
+    try:
+        yield ran
+    finally:
+        sys.settrace(before)
 
 
 def _is_user_file(file: str, own: str) -> bool:

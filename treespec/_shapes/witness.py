@@ -24,6 +24,7 @@ from typing import Any
 
 from .outcomes import suggestion
 from .report import ShapeIssue
+from .user_code import lines_run
 
 __all__ = [
     "WITNESS_PRIMES",
@@ -90,11 +91,14 @@ def shown(sizes: Mapping[str, Any]) -> str:
 
 
 def decide(
-    trace_at: Callable[[dict[str, int]], Any], free: Sequence[str], symbolic: str
+    trace_at: Callable[[dict[str, int]], Any],
+    free: Sequence[str],
+    symbolic: str,
+    fun: Any = None,
 ) -> Any:
-    """What a run whose symbolic trace stopped at `symbolic` (a limit of
-    symbolic sizes) finds at the witnesses: `trace_at(sizes)` gives a
-    `ShapeIssue` or the output.
+    """What a run of `fun` whose symbolic trace stopped at `symbolic` (a
+    limit of symbolic sizes) finds at the witnesses: `trace_at(sizes)` gives
+    a `ShapeIssue` or the output.
 
     - Holds at every witness: the output.
     - Fails at every one: the error, its sizes written as names; a failure
@@ -103,7 +107,9 @@ def decide(
     - Holds at some: a return that breaks its annotation is an error (the
       annotation promised every size), unless the code branches on a size;
       else a note naming the relation: the names that must be even, or the
-      comparison JAX could not decide.
+      comparison JAX could not decide. Where the code has a branch of its
+      own for odd sizes (`if d % 2:`), odd sizes are meant to work: a
+      failure on a line it runs only there is an error.
     """
     results = [(sizes, trace_at(sizes)) for sizes in witnesses(free)]
     failed = [(s, found) for s, found in results if isinstance(found, ShapeIssue)]
@@ -132,6 +138,8 @@ def decide(
     even = _even(trace_at, results[0][0]) if held is results[1][0] else []
     if even:
         names = " and ".join([", ".join(even[:-1]), even[-1]] if even[1:] else even)
+        if issue.severity == "error" and _only_there(trace_at, fun, sizes, held):
+            return _concrete(sizes, issue, f"in the code's branch for an odd {names}")
         verb = "is" if len(even) == 1 else "are"
         halves = [f"{n} == 2*{_half(n, even, free)}" for n in even]
         return _note(
@@ -174,13 +182,33 @@ def _note(issue: ShapeIssue, message: str) -> ShapeIssue:
     return dataclasses.replace(issue, severity="note", message=message)
 
 
-def _concrete(sizes: dict[str, int], issue: ShapeIssue) -> ShapeIssue:
+def _concrete(
+    sizes: dict[str, int],
+    issue: ShapeIssue,
+    why: str = "JAX's symbolic sizes could not decide",
+) -> ShapeIssue:
     """An error found at concrete sizes, its sizes written as names."""
     return dataclasses.replace(
         issue,
         message=f"{by_names(issue.message, sizes)} (found at concrete sizes "
-        f"{shown(sizes)}: JAX's symbolic sizes could not decide)",
+        f"{shown(sizes)}: {why})",
     )
+
+
+def _only_there(
+    trace_at: Callable[[dict[str, int]], Any],
+    fun: Any,
+    failed: dict[str, int],
+    held: dict[str, int],
+) -> bool:
+    """Whether the line of `fun`'s body that led to its failure at `failed`
+    sizes is one it does not run at `held`: a branch the code takes only
+    where it fails (`if d % 2:`), so meant to work there."""
+    with lines_run(fun) as there:
+        trace_at(failed)
+    with lines_run(fun) as here:
+        trace_at(held)
+    return bool(there and here) and there[-1] not in here
 
 
 def chains(names: Sequence[str]) -> list[dict[str, int]]:
