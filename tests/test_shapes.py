@@ -1636,3 +1636,103 @@ def test_a_parity_a_jitted_helper_needs_stays_a_note() -> None:
     assert report.errors == (), str(report)
     (note,) = report.notes
     assert note.message.startswith("holds only when d is even"), str(note)
+
+
+@treespec.jit
+def _capacity(x: Float[Array, "n d"], w: Float[Array, "d e"]) -> Float[Array, "n d"]:
+    capacity = max(1, int(1.25 * x.shape[0] / w.shape[1]))  # a size as a number
+    return x * capacity
+
+
+@treespec.jit
+def _capacity_bug(
+    x: Float[Array, "n d"], w: Float[Array, "d e"]
+) -> Float[Array, "n d"]:
+    capacity = max(1, int(1.25 * x.shape[0] / w.shape[1]))
+    return (x @ w) * capacity  # (n, e): right only when d == e
+
+
+def test_a_size_made_a_traced_number_is_checked_at_concrete_sizes() -> None:
+    # `1.25 * n` at a symbolic n is a traced array, and `int()` of it a
+    # ConcretizationTypeError: a limit of symbolic sizes, not a value the
+    # code needs. The witnesses check past it.
+    assert treespec.check_shapes(_capacity).problems == ()
+    (error,) = treespec.check_shapes(_capacity_bug).errors
+    assert error.line == _line(_capacity_bug, "(x @ w) * capacity"), str(error)
+    assert "concrete sizes" in error.message, str(error)
+    _capacity_bug(jnp.ones((8, 3)), jnp.ones((3, 3)))
+    with pytest.raises(ValidationError):
+        _capacity_bug(jnp.ones((8, 3)), jnp.ones((3, 5)))
+
+
+@treespec.jit
+def _value_needed(x: Float[Array, " n"]) -> Float[Array, " n"]:
+    return x if x.sum() > 0 else -x  # a value, at every size
+
+
+def test_a_value_the_code_needs_stays_a_note_at_concrete_sizes_too() -> None:
+    (note,) = treespec.check_shapes(_value_needed).problems
+    assert note.severity == "note" and "values of traced arrays" in note.message
+
+
+def _conv(x: jax.Array, kernel: jax.Array, groups: int) -> jax.Array:
+    return jax.lax.conv_general_dilated(
+        x,
+        kernel,
+        (1, 1),
+        "SAME",
+        dimension_numbers=("NHWC", "HWIO", "NHWC"),
+        feature_group_count=groups,
+    )
+
+
+@treespec.jit
+def _grouped_conv(
+    x: Float[Array, "b h w c"], kernel: Float[Array, "3 3 g c_out"]
+) -> Float[Array, "b h w c_out"]:
+    return _conv(x, kernel, 4)  # needs 4 to divide c (and c == 4*g)
+
+
+@treespec.jit
+def _depthwise_nchw(
+    x: Float[Array, "b h w c"], kernel: Float[Array, "3 3 1 c"]
+) -> Float[Array, "b h w c"]:
+    return _conv(x, kernel, x.shape[1])  # NCHW's channel axis in NHWC code
+
+
+def test_a_group_count_that_must_divide_the_channels_is_a_relation() -> None:
+    # JAX says "4 does not divide c", a ValueError: an unstated divisibility,
+    # never an error, whatever JAX raises for it.
+    report = treespec.check_shapes(_grouped_conv)
+    assert report.errors == (), str(report)
+    _grouped_conv(jnp.ones((2, 5, 5, 8)), jnp.ones((3, 3, 2, 6)))  # c == 4*g
+    with pytest.raises(ValueError):
+        _grouped_conv(jnp.ones((2, 5, 5, 6)), jnp.ones((3, 3, 2, 6)))
+
+
+def test_a_group_count_read_from_the_wrong_axis_is_an_error() -> None:
+    (error,) = treespec.check_shapes(_depthwise_nchw).errors
+    assert f"called at line {_line(_depthwise_nchw, 'x.shape[1]')}" in error.message
+    _depthwise_nchw(jnp.ones((2, 4, 5, 4)), jnp.ones((3, 3, 1, 4)))  # h == c
+    with pytest.raises(ValueError):
+        _depthwise_nchw(jnp.ones((2, 5, 6, 4)), jnp.ones((3, 3, 1, 4)))
+
+
+@treespec.jit
+def _cross_heads(
+    x: Float[Array, "b q d"], memory: Float[Array, "b k d"]
+) -> Float[Array, "b 4 q k"]:
+    b, q, d = x.shape
+    queries = x.reshape(b, q, 4, d // 4)  # needs 4 to divide d
+    keys = memory.reshape(b, q, 4, d // 4)  # the query length for the keys
+    return jnp.einsum("bqhd,bkhd->bhqk", queries, keys)
+
+
+def test_a_reshape_that_fails_where_sizes_divide_is_reported_at_its_line() -> None:
+    # At the primes the first reshape fails (4 does not divide d); where
+    # every size divides the others it runs, and the second fails: that line.
+    (error,) = treespec.check_shapes(_cross_heads).errors
+    assert error.line == _line(_cross_heads, "keys = memory.reshape"), str(error)
+    _cross_heads(jnp.ones((2, 3, 8)), jnp.ones((2, 3, 8)))  # q == k
+    with pytest.raises(TypeError):
+        _cross_heads(jnp.ones((2, 3, 8)), jnp.ones((2, 5, 8)))
