@@ -1705,9 +1705,9 @@ def test_a_group_count_that_must_divide_the_channels_is_a_relation() -> None:
     # never an error, whatever JAX raises for it.
     report = treespec.check_shapes(_grouped_conv)
     assert report.errors == (), str(report)
-    _grouped_conv(jnp.ones((2, 5, 5, 8)), jnp.ones((3, 3, 2, 6)))  # c == 4*g
+    _grouped_conv(jnp.ones((2, 5, 5, 8)), jnp.ones((3, 3, 2, 8)))  # c == 4*g
     with pytest.raises(ValueError):
-        _grouped_conv(jnp.ones((2, 5, 5, 6)), jnp.ones((3, 3, 2, 6)))
+        _grouped_conv(jnp.ones((2, 5, 5, 6)), jnp.ones((3, 3, 2, 8)))
 
 
 def test_a_group_count_read_from_the_wrong_axis_is_an_error() -> None:
@@ -1736,3 +1736,62 @@ def test_a_reshape_that_fails_where_sizes_divide_is_reported_at_its_line() -> No
     _cross_heads(jnp.ones((2, 3, 8)), jnp.ones((2, 3, 8)))  # q == k
     with pytest.raises(TypeError):
         _cross_heads(jnp.ones((2, 3, 8)), jnp.ones((2, 5, 8)))
+
+
+@treespec.jit
+def _keys_as_queries(
+    x: Float[Array, "b q d"], memory: Float[Array, "b k d"]
+) -> Float[Array, "b q d"]:
+    b, q, d = x.shape
+    keys = memory.reshape(b, q, d)  # k for q: runs only when k == q
+    return x + keys
+
+
+def test_a_reshape_that_changes_the_size_is_an_error_at_its_line() -> None:
+    # JAX checks a reshape's size only where every size is a number: at
+    # symbolic sizes this traced without a word, and the check said ok.
+    (error,) = treespec.check_shapes(_keys_as_queries).errors
+    assert error.line == _line(_keys_as_queries, "memory.reshape"), str(error)
+    assert error.message.startswith("cannot reshape array of shape (b, k, d)")
+    assert "into shape (b, q, d)" in error.message, str(error)
+    _keys_as_queries(jnp.ones((2, 3, 4)), jnp.ones((2, 3, 4)))
+    with pytest.raises(TypeError):
+        _keys_as_queries(jnp.ones((2, 3, 4)), jnp.ones((2, 5, 4)))
+
+
+def _flatten(x: jax.Array) -> jax.Array:
+    n = x.shape[0]
+    return jax.lax.reshape(x, (n * n,))  # square habit; lax never checks it
+
+
+@treespec.jit
+def _scan_flatten(xs: Float[Array, "t n m"]) -> Float[Array, "t n*m"]:
+    def step(carry: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return carry, _flatten(x)
+
+    return jax.lax.scan(step, 0.0, xs)[1]
+
+
+def test_a_reshape_inside_a_scan_and_a_helper_is_found_there() -> None:
+    # The return value disagrees too (n*n for n*m); the reshape comes first,
+    # and is why: it is the one reported.
+    (error,) = treespec.check_shapes(_scan_flatten).errors
+    assert error.line == _line(_flatten, "jax.lax.reshape"), str(error)
+    assert f"called at line {_line(_scan_flatten, 'jax.lax.scan')}" in error.message
+
+
+@treespec.jit
+def _group_norm(
+    x: Float[Array, "c h w"], groups: Static[int] = 32
+) -> Float[Array, "c h w"]:
+    c, h, w = x.shape
+    g = x.reshape(groups, c // groups, h, w)  # needs 32 to divide c
+    g = (g - g.mean(axis=(1, 2, 3), keepdims=True)) / (g.std() + 1e-5)
+    return g.reshape(c, h, w)
+
+
+def test_a_reshape_into_32_groups_needs_sizes_32_divides_a_note() -> None:
+    report = treespec.check_shapes(_group_norm)
+    assert report.errors == (), str(report)
+    assert "divide" in report.notes[0].message, str(report)
+    _group_norm(jnp.ones((64, 3, 5)))

@@ -1,12 +1,13 @@
 """Shapes checked without data: `check_shapes`.
 
-A function's body is traced under `jax.eval_shape` with the abstract
-arguments `abstract.py` builds from its spec (symbolic dimensions, one per
-name), validated on the way in and out as a call of a transform is (the
-splitter's checks), once per variant and combination of static values. What
-JAX raises becomes a `ShapeIssue` (`report.py`): `outcomes.py` says
-whether it is an error or a note, `user_code.py` at which line of the
-user's code.
+A function's body is traced (`tracing.py`: to a program, its reshapes
+checked) with the abstract arguments `abstract.py` builds from its spec
+(symbolic dimensions, one per name), validated on the way in and out as a
+call of a transform is (the splitter's checks), once per variant and
+combination of static values; at concrete witnesses where symbolic sizes
+cannot decide (`witness.py`). What JAX raises becomes a `ShapeIssue`
+(`report.py`): `outcomes.py` says whether it is an error or a note,
+`user_code.py` at which line of the user's code.
 """
 
 from __future__ import annotations
@@ -16,13 +17,10 @@ import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
-import jax
-
 from .._model.errors import SpecError, ValidationError
 from .._model.spec import Param, Spec
 from .._runtime.api import spec_for
 from .._runtime.flags import Flags
-from .._runtime.splitter import Splitter
 from .._transforms.base import Transformed
 from . import witness
 from .abstract import (
@@ -45,14 +43,14 @@ from .outcomes import (
 )
 from .report import ShapeIssue, ShapeReport
 from .runs import Run, combinations, common
+from .tracing import trace
 from .user_code import (
     called_at,
     code_file,
     def_line,
-    is_abstract,
+    frames_of,
     return_line,
     shown,
-    unfiltered_tracebacks,
     user_line,
 )
 
@@ -87,12 +85,14 @@ def check_shapes(
 ) -> ShapeReport:
     """Check a function's shapes for every size at once, without data.
 
-    The body is traced under `jax.eval_shape` with arguments built from the
-    annotations: one symbolic dimension per name (`jax.export.symbolic_shape`),
-    shared by every argument and the return annotation. Nothing is computed,
-    allocated or compiled. JAX's traceback filtering is turned off while it
-    traces (who raised is read from the innermost frame), in the calling
-    thread only: other threads running JAX meanwhile are unaffected.
+    The body is traced to a program (`jax.make_jaxpr`, as `jax.eval_shape`
+    does) with arguments built from the annotations: one symbolic dimension
+    per name (`jax.export.symbolic_shape`), shared by every argument and the
+    return annotation; its reshapes are checked too, which JAX does not do
+    at symbolic sizes. Nothing is computed, allocated or compiled. JAX's
+    traceback filtering is turned off while it traces (who raised is read
+    from the innermost frame), in the calling thread only: other threads
+    running JAX meanwhile are unaffected.
 
     **Arguments:**
 
@@ -269,46 +269,12 @@ class _Checker:
 
     def _trace(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
         t = self.t
-        leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
-        where = [i for i, leaf in enumerate(leaves) if is_abstract(leaf)]
-        splitter = Splitter(
-            t.spec,
-            t.flags,
-            t.default,
-            validate=True,
-            signature=_signature(t.inner),
-            allow_whole=False,
-        )
-        stage = ["arguments"]
-        aside: list[Any] = []
-
-        def body(*dynamic: Any) -> Any:
-            full = list(leaves)
-            for i, value in zip(where, dynamic):
-                full[i] = value
-            a, k = jax.tree_util.tree_unflatten(tree, full)
-            checked = splitter.validate_call(*splitter.split_call(tuple(a), k))
-            stage[0] = "body"
-            result = t.inner(*a, **k)
-            stage[0] = "return"
-            splitter.validate_return(result, checked)
-            out, out_tree = jax.tree_util.tree_flatten(result)
-            arrays = [leaf for leaf in out if isinstance(leaf, jax.Array)]
-            aside[:] = [out, out_tree]
-            return arrays
-
-        try:
-            with unfiltered_tracebacks():
-                traced = jax.eval_shape(body, *[leaves[i] for i in where])
-        except Exception as error:  # what JAX (or the body) raised: reported
-            self._raised = first_lines(error)
-            return self._issue(error, stage[0], args, kwargs)
-        out, out_tree = aside
-        shapes = iter(traced)
-        return jax.tree_util.tree_unflatten(
-            out_tree,
-            [next(shapes) if isinstance(leaf, jax.Array) else leaf for leaf in out],
-        )
+        traced = trace(t.inner, t.spec, t.flags, t.default, args, kwargs)
+        if traced.error is None:
+            return traced.output
+        error = traced.error
+        self._raised = f"{type(error).__name__}: {first_lines(error)}"
+        return self._issue(error, traced.stage, args, kwargs)
 
     def _issue(
         self, error: Exception, stage: str, args: list[Any], kwargs: dict[str, Any]
@@ -319,11 +285,10 @@ class _Checker:
         if isinstance(error, ValidationError) and stage == "return":
             line = return_line(t.inner, args, kwargs) or t.line
             return ShapeIssue("error", t.file, line, t.name, validation_text(error))
-        file, line = user_line(
-            error.__traceback__, code_file(t.inner), (t.file, t.line)
-        )
+        frames = frames_of(error)
+        file, line = user_line(frames, code_file(t.inner), (t.file, t.line))
         severity, message = outcome(error, code_file(t.inner))
-        caller = called_at(error.__traceback__, t.inner, line)
+        caller = called_at(frames, t.inner, line)
         if caller is not None and severity == "error":
             message = f"{message} (called at line {caller})"
         return ShapeIssue(severity, file, line, t.name, message)
@@ -391,10 +356,3 @@ class _Checker:
         message = skipped_text(error, t.name)
         issue = ShapeIssue("note", t.file, t.line, t.name, message, skipped=True)
         return ShapeReport(t.name, (issue,))
-
-
-def _signature(fun: Any) -> inspect.Signature | None:
-    try:
-        return inspect.signature(fun)
-    except (TypeError, ValueError):
-        return None

@@ -15,6 +15,7 @@ import jax
 from .._model.errors import RETURN, ValidationError
 from .._runtime.dims import DIM_NAME
 from .report import ShapeIssue
+from .reshapes import Unequal
 from .user_code import raised_by_a_library
 
 __all__ = [
@@ -62,6 +63,8 @@ def outcome(error: Exception, own: str = "") -> tuple[Literal["error", "note"], 
     shape error of JAX's or of a library the code calls is an error; what
     the user's own code (`own`, the checked function's file) raises a note."""
     text = first_lines(error)
+    if isinstance(error, Unequal):  # a reshape JAX let pass: JAX's error
+        return "error", text
     if _INCONCLUSIVE and isinstance(error, _INCONCLUSIVE):
         return "note", (
             f"needs a relation between sizes the annotations do not state: "
@@ -126,16 +129,23 @@ def suggestion(text: str, name: str = "n") -> str:
 _SHAPES = re.compile(r"(?:shapes for broadcasting: |got )\(")
 
 
+#: JAX's `..., but A != B.`, two sizes it needed equal.
+_UNEQUAL = re.compile(r"\bbut ([^,;()]+?) != ([^,;()]+?)\.?(?= \(|$)")
+
+
 def unstated_relation(text: str) -> list[str]:
     """The relations a shape error shows between a size of its own and an
     expression of other sizes (`(h*w, d), (n, d)`: `n == h*w`), none of
     which the annotations state: a relation to state, not a bug. Empty when
     the shapes differ otherwise (`(b, n), (b, m)`, `(h - 2,)` against
     `(h,)`): then it is the sizes, not a relation, that disagree."""
-    found = _SHAPES.search(text)
-    if found is None:
+    unequal = _UNEQUAL.search(text)
+    if unequal:  # JAX's `but c // 4 != g`: one size each side (`c // 1` is c)
+        groups = [[re.sub(r"\s*//\s*1$", "", side)] for side in unequal.groups()]
+    elif found := _SHAPES.search(text):
+        groups = _groups(text[found.end() - 1 :], 2)
+    else:
         return []
-    groups = _groups(text[found.end() - 1 :], 2)
     if len(groups) != 2:
         return []
     relations = []

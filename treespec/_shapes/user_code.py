@@ -28,6 +28,7 @@ __all__ = [
     "called_at",
     "code_file",
     "def_line",
+    "frames_of",
     "is_abstract",
     "lines_run",
     "raised_by_a_library",
@@ -122,27 +123,46 @@ def code_file(fun: Any) -> str:
     return code.co_filename if code else ""
 
 
+#: A frame of the user's code or a library's: file, qualified name, line.
+Frame = tuple[str, str, int]
+
+
+def frames_of(error: BaseException) -> list[Frame]:
+    """Where an error was raised, outermost frame first: the frames it
+    carries (a reshape read from the traced program, `reshapes.py`), else
+    its traceback's."""
+    carried = getattr(error, "frames", None)
+    if isinstance(carried, list):
+        return carried
+    return [
+        (frame.f_code.co_filename, frame.f_code.co_qualname, line)
+        for frame, line in traceback.walk_tb(error.__traceback__)
+    ]
+
+
 def user_line(
-    tb: TracebackType | None, own: str, fallback: tuple[str, int]
+    frames: list[Frame], own: str, fallback: tuple[str, int]
 ) -> tuple[str, int]:
-    """The innermost frame of the user's code in a traceback (`own`, the
-    checked function's file, always counts as the user's), as `(file shown,
-    line)`; `fallback` when there is none."""
+    """The innermost frame of the user's code (`own`, the checked function's
+    file, always counts as the user's), as `(file shown, line)`; `fallback`
+    when there is none."""
     found = fallback
-    for frame, line in traceback.walk_tb(tb):
-        if _is_user_file(frame.f_code.co_filename, own):
-            found = (shown(frame.f_code.co_filename), line)
+    for file, _, line in frames:
+        if _is_user_file(file, own):
+            found = (shown(file), line)
     return found
 
 
-def called_at(tb: TracebackType | None, fun: Any, line: int) -> int | None:
+def called_at(frames: list[Frame], fun: Any, line: int) -> int | None:
     """The line of `fun`'s own body (the checked function) that led to an
     error found at `line` elsewhere (inside a helper or a module it calls);
-    None when the error is in its body or `fun` is not in the traceback."""
+    None when the error is in its body or `fun` is not among the frames."""
     code = getattr(inspect.unwrap(fun), "__code__", None)
+    if code is None:
+        return None
     found = None
-    for frame, at in traceback.walk_tb(tb):
-        if frame.f_code is code:
+    for file, name, at in frames:
+        if file == code.co_filename and name == code.co_qualname:
             found = at
     return None if found in (None, line) else found
 

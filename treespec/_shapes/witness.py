@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from .outcomes import suggestion
+from .outcomes import relation_note, suggestion, unstated_relation
 from .report import ShapeIssue
 from .user_code import lines_run
 
@@ -45,6 +45,13 @@ _LIMITS = (
     "Symbolic dimension",  # `** -0.5`, and JAX's other symbolic refusals
     "inconclusive",  # a comparison JAX cannot decide
     "Inconclusive",
+    "does not divide",  # a division JAX cannot prove (`4 does not divide c`)
+    "not a multiple of",
+    # A size made a traced number (`int(1.25 * n)`), or a value the code
+    # needs: the witnesses tell which.
+    "ConcretizationTypeError",
+    "TracerBoolConversionError",
+    "TracerIntegerConversionError",
 )
 #: A size JAX could not simplify (`floordiv(h - 2, 2) + 1`, `mod(h, 2)`).
 _UNDECIDED = re.compile(r"\b(?:floordiv|mod|max|min|non_negative)\(")
@@ -162,14 +169,15 @@ def decide(
 #: the sign of a relation the annotations may not state.
 _DIVISION = re.compile(
     r"equal division|evenly divid|not divisible|divisible by|remainder|"
-    r"cannot reshape|Cannot divide",
+    r"cannot reshape|Cannot divide|does not divide|not a multiple of",
     re.I,
 )
 #: The ratios between neighbours of a chain witness, in turn, and its
-#: smallest size: every size a multiple of 12 (even, and of 3 and 4), no
-#: ratio between two sizes equal to a size; at most `_CHAIN_NAMES` names.
+#: smallest sizes: every size a multiple of 12 (even, and of 3 and 4), then
+#: of 20160 (of 32, 64, 7, 9 and 10 too), no ratio between two sizes equal
+#: to a size; at most `_CHAIN_NAMES` names.
 _CHAIN_RATIOS = (2, 3, 5)
-_CHAIN_BASE = 12
+_CHAIN_BASES = (12, 20160)
 _CHAIN_NAMES = 8
 
 
@@ -212,20 +220,23 @@ def _only_there(
 
 
 def chains(names: Sequence[str]) -> list[dict[str, int]]:
-    """Two witnesses whose sizes divide each other: each name's size a
-    multiple of every later one's (`heads` of `kv_heads`, in the order the
-    annotations name them), then of every earlier one's. For functions
-    that need a divisibility the annotations do not state (grouped-query
-    attention, a split in halves): distinct sizes still, so that a bug past
-    it fails."""
+    """Witnesses whose sizes divide each other: each name's size a multiple
+    of every later one's (`heads` of `kv_heads`, in the order the
+    annotations name them), then of every earlier one's; from 12, then from
+    a size that a constant of the code divides too (32 groups of a group
+    norm, 64 heads). For functions that need a divisibility the annotations
+    do not state (grouped-query attention, a split in halves): distinct
+    sizes still, so that a bug past it fails."""
     if len(names) > _CHAIN_NAMES:
         return []
-    sizes, size = [], _CHAIN_BASE
-    for i in range(len(names)):
-        sizes.append(size)
-        size *= _CHAIN_RATIOS[i % len(_CHAIN_RATIOS)]
-    down = dict(zip(names, reversed(sizes)))
-    return [down, dict(zip(names, sizes))]
+    found = []
+    for base in _CHAIN_BASES:
+        sizes, size = [], base
+        for i in range(len(names)):
+            sizes.append(size)
+            size *= _CHAIN_RATIOS[i % len(_CHAIN_RATIOS)]
+        found += [dict(zip(names, reversed(sizes))), dict(zip(names, sizes))]
+    return found
 
 
 def _divided(
@@ -242,6 +253,7 @@ def _divided(
     that mixes up sizes) is an error too. Past `_CHAIN_NAMES` names there is
     no chain: a note, never an error for an unstated divisibility."""
     tried = chains(free)
+    failures = []
     for chain in tried:
         found = trace_at(chain)
         if not isinstance(found, ShapeIssue):
@@ -252,10 +264,14 @@ def _divided(
                 "the annotations assume it, state the relation with "
                 "constraints=(...) (JAX's syntax: 'heads == 4*kv')",
             )
+        named = by_names(found.message, chain)
+        if found.severity == "error" and (relations := unstated_relation(named)):
+            return relation_note(dataclasses.replace(found, message=named), relations)
         if found.severity == "error" and not _division(found):
             return _concrete(chain, found)
-    if tried:
-        return _concrete(sizes, issue)
+        failures.append((chain, found))
+    if failures:  # past the divisions the chain passed, the line that fails
+        return _concrete(*failures[0])
     return _note(
         issue,
         f"needs a relation between sizes the annotations do not state: at "

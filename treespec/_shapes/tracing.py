@@ -1,0 +1,116 @@
+"""One trace of a checked function at the arguments built for it.
+
+The call is validated on the way in and out as a transform's call is (the
+splitter's checks), traced to a program under `jax.make_jaxpr` (nothing is
+computed), and the program's reshapes are checked, which JAX does not do at
+symbolic sizes (`reshapes.py`). A reshape that fails is reported before a
+return value that disagrees with its annotation: it comes first, and is
+often why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from typing import Any, Literal
+
+import jax
+
+from .._model.spec import Spec
+from .._runtime.flags import Flags
+from .._runtime.splitter import Splitter
+from .reshapes import Unequal, unequal_reshape
+from .user_code import is_abstract, unfiltered_tracebacks
+
+__all__ = ["Traced", "trace"]
+
+Stage = Literal["arguments", "body", "return"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Traced:
+    """What a trace found: the output (its arrays abstract), or the error
+    raised and at which stage of the call (`arguments`, `body`, `return`)."""
+
+    output: Any = None
+    error: Exception | None = None
+    stage: Stage = "body"
+
+
+def trace(
+    fun: Any,
+    spec: Spec,
+    flags: Flags,
+    default: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+) -> Traced:
+    """`fun(*args, **kwargs)` traced, its abstract arrays (`jax.ShapeDtypeStruct`)
+    as JAX's inputs, validated against `spec` (with `flags` and the
+    `default` marker) as a call of a transform is."""
+    leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
+    where = [i for i, leaf in enumerate(leaves) if is_abstract(leaf)]
+    splitter = Splitter(
+        spec,
+        flags,
+        default,
+        validate=True,
+        signature=_signature(fun),
+        allow_whole=False,
+    )
+    stage: list[Stage] = ["arguments"]
+    aside: list[Any] = []
+
+    def body(*dynamic: Any, returned: bool = True) -> Any:
+        full = list(leaves)
+        for i, value in zip(where, dynamic):
+            full[i] = value
+        a, k = jax.tree_util.tree_unflatten(tree, full)
+        checked = splitter.validate_call(*splitter.split_call(tuple(a), k))
+        stage[0] = "body"
+        result = fun(*a, **k)
+        stage[0] = "return"
+        if returned:
+            splitter.validate_return(result, checked)
+        out, out_tree = jax.tree_util.tree_flatten(result)
+        aside[:] = [out, out_tree]
+        return [leaf for leaf in out if isinstance(leaf, jax.Array)]
+
+    abstract = [leaves[i] for i in where]
+    try:
+        with unfiltered_tracebacks():
+            program, shapes = jax.make_jaxpr(body, return_shape=True)(*abstract)
+    except Exception as error:  # what JAX (or the body) raised: reported
+        if stage[0] == "return":  # a reshape JAX let pass may be why
+            unchecked = functools.partial(body, returned=False)
+            if (unequal := _reshape_in(unchecked, abstract)) is not None:
+                return Traced(error=unequal)
+        return Traced(error=error, stage=stage[0])
+    unequal = unequal_reshape(program)
+    if unequal is not None:
+        return Traced(error=unequal)
+    out, out_tree = aside
+    arrays = iter(shapes)
+    return Traced(
+        jax.tree_util.tree_unflatten(
+            out_tree,
+            [next(arrays) if isinstance(leaf, jax.Array) else leaf for leaf in out],
+        )
+    )
+
+
+def _reshape_in(body: Any, abstract: list[Any]) -> Unequal | None:
+    """The first reshape of `body`'s program whose sizes differ, or None."""
+    try:
+        with unfiltered_tracebacks():
+            return unequal_reshape(jax.make_jaxpr(body)(*abstract))
+    except Exception:  # traced once already: this one should too
+        return None
+
+
+def _signature(fun: Any) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fun)
+    except (TypeError, ValueError):
+        return None
