@@ -1795,3 +1795,44 @@ def test_a_reshape_into_32_groups_needs_sizes_32_divides_a_note() -> None:
     assert report.errors == (), str(report)
     assert "divide" in report.notes[0].message, str(report)
     _group_norm(jnp.ones((64, 3, 5)))
+
+
+def _conv_nhwc(x: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
+    return jax.lax.conv_general_dilated(
+        x, kernel, (stride, stride), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+    )
+
+
+def _avg_pool(x: jax.Array) -> jax.Array:
+    window = (1, 2, 2, 1)
+    return jax.lax.reduce_window(x, 0.0, jax.lax.add, window, window, "VALID") / 4
+
+
+@treespec.jit
+def _downsample(
+    x: Float[Array, "b h w c"], kernel: Float[Array, "3 3 c c"]
+) -> Float[Array, "b (h+1)//2 (w+1)//2 c"]:
+    y = _conv_nhwc(x, kernel, 2)  # SAME, stride 2: ceil(h/2)
+    return y + x[:, ::2, ::2, :]  # a strided shortcut: ceil(h/2) too
+
+
+@treespec.jit
+def _downsample_pooled(
+    x: Float[Array, "b h w c"], kernel: Float[Array, "3 3 c c"]
+) -> Float[Array, "b (h+1)//2 (w+1)//2 c"]:
+    y = _conv_nhwc(x, kernel, 2)
+    return y + _avg_pool(x)  # floor(h/2): right only at even sizes
+
+
+def test_a_parity_the_annotation_rounds_is_no_assumption_but_a_bug() -> None:
+    # `(h+1)//2` says what an odd h gives: odd sizes are meant to work, and
+    # failing at them is an error, not a parity the annotations leave out.
+    assert treespec.check_shapes(_downsample).problems == ()
+    (error,) = treespec.check_shapes(_downsample_pooled).errors
+    assert error.line == _line(_downsample_pooled, "_avg_pool(x)"), str(error)
+    assert "(h+1)//2" in error.message, str(error)
+    x, kernel = jnp.ones((2, 6, 4, 3)), jnp.ones((3, 3, 3, 3))
+    _downsample_pooled(x, kernel)
+    _downsample(jnp.ones((2, 7, 5, 3)), kernel)
+    with pytest.raises(TypeError):
+        _downsample_pooled(jnp.ones((2, 7, 5, 3)), kernel)
