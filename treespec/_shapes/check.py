@@ -32,7 +32,7 @@ from .abstract import (
     symbols_for,
 )
 from .construct import NeedsConcrete, assumptions_text
-from .leaves import declared_names
+from .leaves import declared_names, rounded_names
 from .outcomes import (
     first_lines,
     outcome,
@@ -181,7 +181,10 @@ class _Checker:
         self._assumed: dict[str, Any] = {}
         self.order: list[ShapeIssue] = []
         spec = target.spec
-        self.declared = declared_names([*(p.node for p in spec.params), spec.returns])
+        nodes = [*(p.node for p in spec.params), spec.returns]
+        self.declared = declared_names(nodes)
+        #: Names whose odd sizes the annotations say what they give.
+        self.rounded = rounded_names(nodes)
 
     def run(self) -> ShapeReport:
         t = self.t
@@ -329,7 +332,7 @@ class _Checker:
             self._assumed.update(builder.assumed)
             return self._trace(*args)
 
-        return witness.decide(trace_at, free, symbolic, self.t.inner)
+        return witness.decide(trace_at, free, symbolic, self.t.inner, self.rounded)
 
     def _record(self, issue: ShapeIssue, run: Run, runs: int) -> None:
         key = (issue.severity, issue.line, issue.message)

@@ -6,8 +6,9 @@ function's annotations use."""
 from __future__ import annotations
 
 import enum
+import re
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import jax
@@ -17,7 +18,14 @@ from .._model.markers import Marker
 from .._model.spec import LeafNode, Node
 from .._runtime.dims import DIM_NAME
 
-__all__ = ["DTYPES", "declared_names", "dtype_of", "finite_values", "modes_of"]
+__all__ = [
+    "DTYPES",
+    "declared_names",
+    "dtype_of",
+    "finite_values",
+    "modes_of",
+    "rounded_names",
+]
 
 #: One dtype for each jaxtyping dtype category, the first the category allows.
 DTYPES = ("float32", "int32", "uint32", "bool", "complex64", "bfloat16")
@@ -65,6 +73,31 @@ def declared_names(nodes: Iterable[Node]) -> frozenset[str]:
     too), through every container and class field: a constructor's
     parameter so named takes that dimension (`construct.py`)."""
     found: dict[str, None] = {}
+    for text in _dim_texts(nodes):
+        found.update(dict.fromkeys(DIM_NAME.findall(text)))
+    return frozenset(found)
+
+
+#: A size rounded: `(h+1)//2`, `(w + 3) // 4`.
+_ROUNDED = re.compile(r"\(\s*(\w+)\s*([+-])\s*(\d+)\s*\)\s*//\s*(\d+)")
+
+
+def rounded_names(nodes: Iterable[Node]) -> dict[str, str]:
+    """The names the annotations below `nodes` round, each with where
+    (`h` of `(h+1)//2`, `(h+3)//4`; not of `h//2` or `(h-2)//2`): they say
+    what a size the divisor does not divide gives, so such sizes are meant
+    to work."""
+    found: dict[str, str] = {}
+    for text in _dim_texts(nodes):
+        for match in _ROUNDED.finditer(text):
+            name, _, add, divisor = match.groups()
+            if int(divisor) and int(add) % int(divisor):
+                found.setdefault(name, match.group(0))
+    return found
+
+
+def _dim_texts(nodes: Iterable[Node]) -> Iterator[str]:
+    """The dimension strings of the array annotations below `nodes`."""
     seen: set[int] = set()
     todo = list(nodes)
     while todo:
@@ -73,7 +106,5 @@ def declared_names(nodes: Iterable[Node]) -> frozenset[str]:
             continue
         seen.add(id(node))
         if isinstance(node, LeafNode):
-            text = str(getattr(node.annotation, "dim_str", ""))
-            found.update(dict.fromkeys(DIM_NAME.findall(text)))
+            yield str(getattr(node.annotation, "dim_str", ""))
         todo.extend(child for _, child in node.children())
-    return frozenset(found)

@@ -102,6 +102,7 @@ def decide(
     free: Sequence[str],
     symbolic: str,
     fun: Any = None,
+    rounded: Mapping[str, str] | None = None,
 ) -> Any:
     """What a run of `fun` whose symbolic trace stopped at `symbolic` (a
     limit of symbolic sizes) finds at the witnesses: `trace_at(sizes)` gives
@@ -114,9 +115,11 @@ def decide(
     - Holds at some: a return that breaks its annotation is an error (the
       annotation promised every size), unless the code branches on a size;
       else a note naming the relation: the names that must be even, or the
-      comparison JAX could not decide. Where the code has a branch of its
-      own for odd sizes (`if d % 2:`), odd sizes are meant to work: a
-      failure on a line it runs only there is an error.
+      comparison JAX could not decide. Where the annotations `rounded` a
+      name that must be even (`(h+1)//2`, name to text) odd sizes are meant
+      to work: the failure is an error; so it is where the code has a
+      branch of its own for them (`if d % 2:`) and fails on a line it runs
+      only there.
     """
     results = [(sizes, trace_at(sizes)) for sizes in witnesses(free)]
     failed = [(s, found) for s, found in results if isinstance(found, ShapeIssue)]
@@ -145,6 +148,11 @@ def decide(
     even = _even(trace_at, results[0][0]) if held is results[1][0] else []
     if even:
         names = " and ".join([", ".join(even[:-1]), even[-1]] if even[1:] else even)
+        said = [name for name in even if name in (rounded or {})]
+        if issue.severity == "error" and said and rounded:
+            where = rounded[said[0]]
+            why = f"the annotation's {where} says what an odd {said[0]} gives"
+            return _concrete(sizes, issue, why)
         if issue.severity == "error" and _only_there(trace_at, fun, sizes, held):
             return _concrete(sizes, issue, f"in the code's branch for an odd {names}")
         verb = "is" if len(even) == 1 else "are"
