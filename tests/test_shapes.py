@@ -1836,3 +1836,129 @@ def test_a_parity_the_annotation_rounds_is_no_assumption_but_a_bug() -> None:
     _downsample(jnp.ones((2, 7, 5, 3)), kernel)
     with pytest.raises(TypeError):
         _downsample_pooled(jnp.ones((2, 7, 5, 3)), kernel)
+
+
+# -- found by an independent review of the rules above --------------------------
+
+
+def _rope_rows(x: jax.Array) -> jax.Array:
+    x1, x2 = jnp.split(x, 2, axis=-1)  # rotary: needs an even width
+    angle = jnp.arange(x.shape[0])[:, None] * jnp.ones(x.shape[-1] // 2)
+    return jnp.concatenate([x1 * jnp.cos(angle), x2 * jnp.sin(angle)], axis=-1)
+
+
+@treespec.jit
+def _short_or_blocked(x: Float[Array, "n d"]) -> Float[Array, "n d"]:
+    if x.shape[0] <= 16:  # a short sequence: one block
+        return _rope_rows(x)
+    padded = jnp.pad(x, ((0, -x.shape[0] % 16), (0, 0)))
+    return _rope_rows(padded)[: x.shape[0]]
+
+
+@treespec.jit
+def _pool_pairs_glu(x: Float[Array, "n d"]) -> Float[Array, "m d//2"]:
+    n, d = x.shape
+    if n % 2 == 0:
+        a, b = jnp.split(x.reshape(n // 2, 2, d).mean(1), 2, axis=-1)
+        return a * jax.nn.sigmoid(b)
+    x = jnp.concatenate([x, x[-1:]], axis=0)  # an odd length: the last row again
+    a, b = jnp.split(x.reshape((n + 1) // 2, 2, d).mean(1), 2, axis=-1)
+    return a * jax.nn.sigmoid(b)
+
+
+def test_a_branch_on_another_size_or_a_threshold_is_no_odd_branch() -> None:
+    # Both need an even d, which the annotations leave unstated; the branch
+    # the failing run takes is on n (a threshold, a parity of n), not on d:
+    # a note, as for any unstated parity.
+    for fun in (_short_or_blocked, _pool_pairs_glu):
+        report = treespec.check_shapes(fun)
+        assert report.errors == (), str(report)
+        assert "holds only when d is even" in report.notes[0].message, str(report)
+    _short_or_blocked(jnp.ones((8, 4)))
+    _short_or_blocked(jnp.ones((40, 6)))
+    _pool_pairs_glu(jnp.ones((7, 4)))
+
+
+@treespec.jit
+def _odd_branch_scoped(x: Float[Array, "b d"]) -> Float[Array, "b d"]:
+    with jax.named_scope("embedding"):
+        half = jnp.ones((x.shape[0], x.shape[-1] // 2))
+        emb = jnp.concatenate([half, half], axis=-1)
+        if x.shape[-1] % 2:
+            return x + jnp.pad(emb, ((0, 1), (0, 0)))  # the wrong axis padded
+        return x + emb
+
+
+def test_an_odd_branch_inside_a_with_block_is_found_too() -> None:
+    (error,) = treespec.check_shapes(_odd_branch_scoped).errors
+    assert error.line == _line(_odd_branch_scoped, "jnp.pad(emb"), str(error)
+
+
+@treespec.jit
+def _gqa_gated(
+    q: Float[Array, "n h d"], k: Float[Array, "n kv d"]
+) -> Float[Array, "n h d"]:
+    n, h, d = q.shape
+    grouped = q.reshape(n, k.shape[1], -1, d)  # kv must divide h
+    out = (grouped * k[:, :, None, :]).reshape(n, h, d)
+    return q + jnp.concatenate([jax.nn.sigmoid(q), out], axis=1)  # meant a product
+
+
+def test_a_number_with_two_readings_is_no_relation() -> None:
+    # At a chain witness 2*h (144 at h=72) is also kv*kv (at kv=12): no
+    # relation `h == kv*kv` may be read from it; the bug is an error.
+    (error,) = treespec.check_shapes(_gqa_gated).errors
+    assert error.line == _line(_gqa_gated, "jnp.concatenate"), str(error)
+    with pytest.raises(TypeError):
+        _gqa_gated(jnp.ones((5, 8, 4)), jnp.ones((5, 2, 4)))
+
+
+@treespec.jit
+def _block_sum(x: Float[Array, "n d"]) -> Float[Array, "(n+3)//4 d"]:
+    n, d = x.shape
+    pad = -n % 4  # whole blocks of 4
+    return jnp.pad(x, ((0, pad), (0, 0))).reshape((n + pad) // 4, 4, d).sum(1)
+
+
+def test_a_reshape_jax_cannot_decide_is_no_error_where_no_witness_runs() -> None:
+    # With constraints the symbolic answer stands: a reshape whose sizes JAX
+    # cannot prove equal (mod, floordiv) is a note there, never an error.
+    assert treespec.check_shapes(_block_sum).errors == ()
+    report = treespec.check_shapes(_block_sum, constraints=("d >= 1",))
+    assert report.errors == (), str(report)
+    _block_sum(jnp.ones((7, 3)))
+
+
+@treespec.jit
+def _unet_level(
+    x: Float[Array, "b h w c"], kernel: Float[Array, "3 3 c c"]
+) -> tuple[Float[Array, "b h w c"], Float[Array, "b (h+1)//2 (w+1)//2 c"]]:
+    down = _conv_nhwc(x, kernel, 2)  # SAME, stride 2: ceil(h/2)
+    up = jnp.repeat(jnp.repeat(down, 2, axis=1), 2, axis=2)  # h when h is even
+    return x + up, down
+
+
+def test_a_rounded_annotation_makes_only_a_floor_against_its_ceiling_an_error() -> None:
+    # The annotation's (h+1)//2 is what the convolution gives; the x2
+    # upsample needs an even h, as a U-Net's levels do: a parity note. Only
+    # a failure between (h+1)//2 and h//2 (a floor where the annotation says
+    # what an odd h gives) is an error.
+    report = treespec.check_shapes(_unet_level)
+    assert report.errors == (), str(report)
+    assert "holds only when h and w are even" in report.notes[0].message
+    _unet_level(jnp.ones((1, 8, 6, 3)), jnp.ones((3, 3, 3, 3)))
+
+
+@treespec.jit
+def _gqa_repeat(
+    q: Float[Array, "n h d"], k: Float[Array, "n kv d"]
+) -> Float[Array, "n h d"]:
+    return q + jnp.repeat(k, q.shape[1] // k.shape[1], axis=1)  # kv divides h
+
+
+def test_a_size_of_zero_from_a_division_is_a_relation() -> None:
+    # At the primes h // kv is 0 (h=13, kv=17): an empty axis, which only
+    # sizes that divide each other avoid. A note, never an error.
+    report = treespec.check_shapes(_gqa_repeat)
+    assert report.errors == (), str(report)
+    _gqa_repeat(jnp.ones((7, 8, 2)), jnp.ones((7, 2, 2)))
