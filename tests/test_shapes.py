@@ -1962,3 +1962,14 @@ def test_a_size_of_zero_from_a_division_is_a_relation() -> None:
     report = treespec.check_shapes(_gqa_repeat)
     assert report.errors == (), str(report)
     _gqa_repeat(jnp.ones((7, 8, 2)), jnp.ones((7, 2, 2)))
+
+
+def test_the_relation_a_chain_finds_is_suggested_in_syntax_jax_takes() -> None:
+    # `but c // 4 != g`: the constraint JAX's parser takes is `c == 4*g`;
+    # given, the check goes on, and the next divisibility it meets (c_out,
+    # in 4 groups) is a note still, never an error.
+    (note,) = treespec.check_shapes(_grouped_conv).notes
+    assert "constraints=('c == 4*g',)" in note.message, str(note)
+    report = treespec.check_shapes(_grouped_conv, constraints=("c == 4*g",))
+    assert report.errors == (), str(report)
+    assert "c_out" in report.notes[0].message, str(report)
