@@ -315,6 +315,15 @@ class _Checker:
             return relation_note(found, rel)
         if not self.constraints and witness.symbolic_limit(self._raised):
             found = self._witnessed(run, free, fixed, self._raised)
+        elif found.severity == "error" and witness.undecided_division(self._raised):
+            # No witness runs where constraints are given: a division (or a
+            # reshape) JAX cannot decide at the sizes they allow is a note.
+            found = dataclasses.replace(
+                found,
+                severity="note",
+                message="not checked past this line: a division of sizes the "
+                f"constraints do not decide ({found.message}); state it too",
+            )
         return found
 
     def _builder(self, run: Run, sizes: dict[str, Any]) -> Builder:

@@ -82,17 +82,18 @@ def declared_names(nodes: Iterable[Node]) -> frozenset[str]:
 _ROUNDED = re.compile(r"\(\s*(\w+)\s*([+-])\s*(\d+)\s*\)\s*//\s*(\d+)")
 
 
-def rounded_names(nodes: Iterable[Node]) -> dict[str, str]:
-    """The names the annotations below `nodes` round, each with where
-    (`h` of `(h+1)//2`, `(h+3)//4`; not of `h//2` or `(h-2)//2`): they say
-    what a size the divisor does not divide gives, so such sizes are meant
-    to work."""
-    found: dict[str, str] = {}
+def rounded_names(nodes: Iterable[Node]) -> dict[str, tuple[str, int, int]]:
+    """The names the annotations below `nodes` round, each with where and
+    how (`h` of `(h+1)//2`: `("(h+1)//2", 1, 2)`; `(h-1)//2` too, not `h//2`
+    or `(h-2)//2`): they say what a size the divisor does not divide
+    gives."""
+    found: dict[str, tuple[str, int, int]] = {}
     for text in _dim_texts(nodes):
         for match in _ROUNDED.finditer(text):
-            name, _, add, divisor = match.groups()
-            if int(divisor) and int(add) % int(divisor):
-                found.setdefault(name, match.group(0))
+            name, sign, add, divisor = match.groups()
+            shift = int(add) if sign == "+" else -int(add)
+            if int(divisor) and shift % int(divisor):
+                found.setdefault(name, (match.group(0), shift, int(divisor)))
     return found
 
 

@@ -158,7 +158,9 @@ def unstated_relation(text: str) -> list[str]:
             return []  # two names, or a name against an expression of itself
         if lone in DIM_NAME.findall(other):
             return []
-        relations.append(f"{lone} == {other}")
+        part = re.fullmatch(r"(\w+) // (\d+)", other)  # JAX's syntax has no //
+        relation = f"{part[1]} == {part[2]}*{lone}" if part else f"{lone} == {other}"
+        relations.append(relation)
     return relations
 
 
@@ -170,7 +172,8 @@ def relation_note(issue: ShapeIssue, relations: list[str]) -> ShapeIssue:
         severity="note",
         message="needs a relation between sizes the annotations do not state: "
         f"{', '.join(relations)} ({issue.message}); if it holds, state it with "
-        f"constraints={tuple(relations)!r} (JAX's syntax)",
+        f"constraints={tuple(relations)!r} (JAX's syntax), and the check goes on "
+        "past this line",
     )
 
 

@@ -5,8 +5,10 @@ size is a number, and `lax.reshape` never does: at symbolic sizes
 `memory.reshape(b, q, d)` of a `(b, k, d)` array traces without a word, and
 fails at every call where `k != q`. The shape check reads the traced
 program's reshapes (in nested programs too: `jit`, `scan`, `cond`) and
-reports the first whose sizes are not equal for every size, as JAX reports
-it at concrete sizes, at the user's line that made it.
+reports the first whose sizes JAX cannot prove equal, as JAX reports it at
+concrete sizes, at the user's line that made it. Where they are equal at
+some sizes only (`floordiv`, `mod`), the witnesses decide (`witness.py`);
+where none runs (constraints given), it is a note.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ class Unequal(TypeError):
 
 def unequal_reshape(closed: Any) -> Unequal | None:
     """The first reshape of a traced program (a `ClosedJaxpr`) whose sizes
-    are not equal for every size (a symbolic product JAX cannot prove equal:
-    `b*k*d` against `b*q*d`, or `2*floordiv(n, 2)` against `n`), or None."""
+    JAX cannot prove equal (`b*k*d` against `b*q*d`, or `2*floordiv(n, 2)`
+    against `n`), or None."""
     for eqn, outer in _equations(getattr(closed, "jaxpr", closed), [], set()):
         if eqn.primitive.name != "reshape":
             continue

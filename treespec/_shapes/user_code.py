@@ -11,6 +11,7 @@ when JAX raised.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import os
 import re
@@ -31,6 +32,7 @@ __all__ = [
     "frames_of",
     "is_abstract",
     "lines_run",
+    "Ran",
     "raised_by_a_library",
     "return_line",
     "shown",
@@ -167,18 +169,36 @@ def called_at(frames: list[Frame], fun: Any, line: int) -> int | None:
     return None if found in (None, line) else found
 
 
+@dataclasses.dataclass
+class Ran:
+    """What of a function's own body ran: its `lines`, the `last` (a
+    `return` whose value broke its annotation), and the line an error that
+    left it was raised at (or came in through: a call of a helper)."""
+
+    lines: set[int] = dataclasses.field(default_factory=set)
+    last: int | None = None
+    raised: int | None = None
+
+    def failed_at(self) -> int | None:
+        """The line of the body that led to a failure."""
+        return self.raised if self.raised is not None else self.last
+
+
 @contextlib.contextmanager
-def lines_run(fun: Any) -> Iterator[list[int]]:
-    """The lines of `fun`'s own body that run inside the block, in order
-    (the last is the one that led to an error), in the calling thread: a
-    tracer that follows `fun`'s frames only, whatever a nested `jit` caches
-    (a debugger's or coverage's tracer is set back after)."""
+def lines_run(fun: Any) -> Iterator[Ran]:
+    """What of `fun`'s own body runs inside the block, in the calling
+    thread: a tracer that follows `fun`'s frames only, whatever a nested
+    `jit` caches (a debugger's or coverage's tracer is set back after)."""
     code = getattr(inspect.unwrap(fun), "__code__", None)
-    ran: list[int] = []
+    ran = Ran()
+    raised: list[tuple[int, int]] = []  # (line, the error's id), in order
 
     def local(frame: FrameType, event: str, arg: Any) -> Any:
         if event == "line":
-            ran.append(frame.f_lineno)
+            ran.lines.add(frame.f_lineno)
+            ran.last = frame.f_lineno
+        elif event == "exception":  # again at a `with` line as it leaves
+            raised.append((frame.f_lineno, id(arg[1])))
         return local
 
     def calls(frame: FrameType, event: str, arg: Any) -> Any:
@@ -190,6 +210,8 @@ def lines_run(fun: Any) -> Iterator[list[int]]:
         yield ran
     finally:
         sys.settrace(before)
+        if raised:  # where the error that left it came in first
+            ran.raised = next(line for line, e in raised if e == raised[-1][1])
 
 
 def _is_user_file(file: str, own: str) -> bool:

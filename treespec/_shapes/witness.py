@@ -32,6 +32,7 @@ __all__ = [
     "decide",
     "shown",
     "symbolic_limit",
+    "undecided_division",
     "witnesses",
 ]
 
@@ -63,6 +64,13 @@ def symbolic_limit(text: str) -> bool:
     return any(mark in text for mark in _LIMITS) or bool(_UNDECIDED.search(text))
 
 
+def undecided_division(text: str) -> bool:
+    """Whether an error's message is a division of sizes JAX could not
+    decide (`4 does not divide c`, a split, a reshape with `floordiv`), not
+    one it found wrong."""
+    return symbolic_limit(text) and bool(_DIVISION.search(text))
+
+
 def witnesses(names: Iterable[str]) -> list[dict[str, int]]:
     """Two assignments of distinct sizes to the names: odd primes, then twice
     those (even sizes). Past the primes kept, more of the same kind."""
@@ -78,13 +86,17 @@ def by_names(text: str, sizes: Mapping[str, int]) -> str:
     """`text` with each witness size written as its dimension's name, and a
     product of two of them, or twice one, as that product of names (`143` at
     `b=11, n=13` is `b*n`; `22` is `2*b`): distinct odd primes factor one way
-    only."""
+    only; a number with two readings (at chain witnesses) stays a number."""
     names = {size: name for name, size in sizes.items()}
+    readings: dict[int, set[str]] = {}
     pairs = itertools.combinations_with_replacement(sizes.items(), 2)
     for (first, one), (second, other) in pairs:
-        names.setdefault(one * other, f"{first}*{second}")
+        readings.setdefault(one * other, set()).add(f"{first}*{second}")
     for name, size in sizes.items():
-        names.setdefault(2 * size, f"2*{name}")
+        readings.setdefault(2 * size, set()).add(f"2*{name}")
+    for size, read in readings.items():  # one reading only (at a chain
+        if len(read) == 1:  # witness 144 is both kv*kv and 2*h)
+            names.setdefault(size, read.pop())
 
     def named(match: re.Match[str]) -> str:
         return names.get(int(match.group(0)), match.group(0))
@@ -102,7 +114,7 @@ def decide(
     free: Sequence[str],
     symbolic: str,
     fun: Any = None,
-    rounded: Mapping[str, str] | None = None,
+    rounded: Mapping[str, tuple[str, int, int]] | None = None,
 ) -> Any:
     """What a run of `fun` whose symbolic trace stopped at `symbolic` (a
     limit of symbolic sizes) finds at the witnesses: `trace_at(sizes)` gives
@@ -115,11 +127,12 @@ def decide(
     - Holds at some: a return that breaks its annotation is an error (the
       annotation promised every size), unless the code branches on a size;
       else a note naming the relation: the names that must be even, or the
-      comparison JAX could not decide. Where the annotations `rounded` a
-      name that must be even (`(h+1)//2`, name to text) odd sizes are meant
-      to work: the failure is an error; so it is where the code has a
-      branch of its own for them (`if d % 2:`) and fails on a line it runs
-      only there.
+      comparison JAX could not decide. Two parity failures are errors:
+      one that sets an annotation's rounding of a name that must be even
+      against its floor (`rounded`: `(h+1)//2` at h=13 is 7, against 6),
+      and one on a line the function runs only at odd values of those
+      names (its own branch for them, `if d % 2:`): odd sizes are meant to
+      work there.
     """
     results = [(sizes, trace_at(sizes)) for sizes in witnesses(free)]
     failed = [(s, found) for s, found in results if isinstance(found, ShapeIssue)]
@@ -145,15 +158,14 @@ def decide(
         # padding's ceil(h/2) against `h//2` at an odd h): no relation, where
         # the code does not branch on a size (`if n > 12`).
         return _concrete(sizes, issue)
-    even = _even(trace_at, results[0][0]) if held is results[1][0] else []
-    if even:
+    parity = _even(trace_at, results[0][0]) if held is results[1][0] else None
+    if parity:
+        even = parity.names
         names = " and ".join([", ".join(even[:-1]), even[-1]] if even[1:] else even)
-        said = [name for name in even if name in (rounded or {})]
-        if issue.severity == "error" and said and rounded:
-            where = rounded[said[0]]
-            why = f"the annotation's {where} says what an odd {said[0]} gives"
-            return _concrete(sizes, issue, why)
-        if issue.severity == "error" and _only_there(trace_at, fun, sizes, held):
+        said = _rounded_against_floor(issue, sizes, even, rounded or {})
+        if issue.severity == "error" and said:
+            return _concrete(sizes, issue, said)
+        if issue.severity == "error" and _only_there(trace_at, fun, parity):
             return _concrete(sizes, issue, f"in the code's branch for an odd {names}")
         verb = "is" if len(even) == 1 else "are"
         halves = [f"{n} == 2*{_half(n, even, free)}" for n in even]
@@ -177,7 +189,8 @@ def decide(
 #: the sign of a relation the annotations may not state.
 _DIVISION = re.compile(
     r"equal division|evenly divid|not divisible|divisible by|remainder|"
-    r"cannot reshape|Cannot divide|does not divide|not a multiple of",
+    r"cannot reshape|Cannot divide|does not divide|not a multiple of|"
+    r"[(,] ?0[,)]",  # an axis of size 0: `h // kv` where kv > h
     re.I,
 )
 #: The ratios between neighbours of a chain witness, in turn, and its
@@ -212,19 +225,26 @@ def _concrete(
 
 
 def _only_there(
-    trace_at: Callable[[dict[str, int]], Any],
-    fun: Any,
-    failed: dict[str, int],
-    held: dict[str, int],
+    trace_at: Callable[[dict[str, int]], Any], fun: Any, parity: _Parity
 ) -> bool:
-    """Whether the line of `fun`'s body that led to its failure at `failed`
-    sizes is one it does not run at `held`: a branch the code takes only
-    where it fails (`if d % 2:`), so meant to work there."""
-    with lines_run(fun) as there:
-        trace_at(failed)
-    with lines_run(fun) as here:
-        trace_at(held)
-    return bool(there and here) and there[-1] not in here
+    """Whether `fun` fails, at odd values of the names that must be even
+    (and at larger odd ones), on a line of its body it does not run at even
+    values, the other names as they were: a branch of its own for odd
+    sizes (`if d % 2:`), so meant to work; not a branch on another name or
+    on a size's magnitude (`if n <= 16`)."""
+    runs = []
+    for sizes in (parity.odd, parity.larger, parity.even):
+        with lines_run(fun) as ran:
+            trace_at(sizes)
+        runs.append(ran)
+    odd, larger, even = runs
+    line = odd.failed_at()
+    return (
+        bool(even.lines)
+        and line is not None
+        and line == larger.failed_at()
+        and line not in even.lines
+    )
 
 
 def chains(names: Sequence[str]) -> list[dict[str, int]]:
@@ -292,15 +312,51 @@ def _divided(
 _PARITY_NAMES = 12
 
 
-def _even(trace_at: Callable[[dict[str, int]], Any], odd: dict[str, int]) -> list[str]:
+def _rounded_against_floor(
+    issue: ShapeIssue,
+    sizes: Mapping[str, int],
+    even: Sequence[str],
+    rounded: Mapping[str, tuple[str, int, int]],
+) -> str:
+    """Why a parity failure is an error where the annotations round a name
+    that must be even (`rounded`: name to its text, shift and divisor), and
+    the failure sets that rounding against the floor (`(h+1)//2`, 7 at
+    h=13, against `h//2`, 6): the annotation says what an odd h gives, and
+    a floor breaks it. Else `""`: a parity the code needs elsewhere (a x2
+    upsample of the rounded size) stays a note."""
+    numbers = set(re.findall(r"(?<![\w.])\d+(?![\w.])", issue.message))
+    for name in even:
+        if name not in rounded:
+            continue
+        text, shift, divisor = rounded[name]
+        up, down = (sizes[name] + shift) // divisor, sizes[name] // divisor
+        if up != down and {str(up), str(down)} <= numbers:
+            return f"the annotation's {text} says what an odd {name} gives"
+    return ""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Parity:
+    """The names that must be even, and three witnesses that differ in those
+    names only: `even` (it holds), `odd` and `larger` (odd, 3x: it fails)."""
+
+    names: list[str]
+    even: dict[str, int]
+    odd: dict[str, int]
+    larger: dict[str, int]
+
+
+def _even(
+    trace_at: Callable[[dict[str, int]], Any], odd: dict[str, int]
+) -> _Parity | None:
     """The names that must be even for a function that fails at the odd
     witness and holds at the even one: each name in turn is made odd again
     (the others staying as found), and kept even only where the function
     then fails, and the function must fail again with them odd but larger
-    (else the relation is one of size, `n > 12`). Empty when no such set is
+    (else the relation is one of size, `n > 12`). None when no such set is
     found within `_PARITY_NAMES`."""
     if len(odd) > _PARITY_NAMES:
-        return []
+        return None
     sizes = {name: 2 * size for name, size in odd.items()}
     for name in odd:
         tried = {**sizes, name: odd[name]}
@@ -310,8 +366,8 @@ def _even(trace_at: Callable[[dict[str, int]], Any], odd: dict[str, int]) -> lis
     # Parity, not size: it fails again with those names odd and larger (3x).
     larger = {**sizes, **{name: 3 * odd[name] for name in even}}
     if not even or not isinstance(trace_at(larger), ShapeIssue):
-        return []
-    return even
+        return None
+    return _Parity(even, sizes, {**sizes, **{n: odd[n] for n in even}}, larger)
 
 
 def _half(name: str, even: Sequence[str], free: Sequence[str]) -> str:
