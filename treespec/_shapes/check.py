@@ -43,7 +43,7 @@ from .outcomes import (
 )
 from .report import ShapeIssue, ShapeReport
 from .runs import Run, combinations, common
-from .tracing import trace
+from .tracing import splitter_for, trace
 from .user_code import (
     called_at,
     code_file,
@@ -183,6 +183,7 @@ class _Checker:
         spec = target.spec
         nodes = [*(p.node for p in spec.params), spec.returns]
         self.declared = declared_names(nodes)
+        self.splitter = splitter_for(target.inner, spec, target.flags, target.default)
         #: Names whose odd sizes the annotations say what they give.
         self.rounded = rounded_names(nodes)
 
@@ -272,7 +273,7 @@ class _Checker:
 
     def _trace(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
         t = self.t
-        traced = trace(t.inner, t.spec, t.flags, t.default, args, kwargs)
+        traced = trace(t.inner, self.splitter, args, kwargs)
         if traced.error is None:
             return traced.output
         error = traced.error

@@ -23,7 +23,7 @@ from .._runtime.splitter import Splitter
 from .reshapes import Unequal, unequal_reshape
 from .user_code import is_abstract, unfiltered_tracebacks
 
-__all__ = ["Traced", "trace"]
+__all__ = ["Traced", "splitter_for", "trace"]
 
 Stage = Literal["arguments", "body", "return"]
 
@@ -38,20 +38,11 @@ class Traced:
     stage: Stage = "body"
 
 
-def trace(
-    fun: Any,
-    spec: Spec,
-    flags: Flags,
-    default: str,
-    args: list[Any],
-    kwargs: dict[str, Any],
-) -> Traced:
-    """`fun(*args, **kwargs)` traced, its abstract arrays (`jax.ShapeDtypeStruct`)
-    as JAX's inputs, validated against `spec` (with `flags` and the
-    `default` marker) as a call of a transform is."""
-    leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
-    where = [i for i, leaf in enumerate(leaves) if is_abstract(leaf)]
-    splitter = Splitter(
+def splitter_for(fun: Any, spec: Spec, flags: Flags, default: str) -> Splitter:
+    """What checks `fun`'s calls against `spec` (with `flags` and the
+    `default` marker) as a transform's are: made once per checked function,
+    as a transform makes it once, and used for every trace."""
+    return Splitter(
         spec,
         flags,
         default,
@@ -59,6 +50,16 @@ def trace(
         signature=_signature(fun),
         allow_whole=False,
     )
+
+
+def trace(
+    fun: Any, splitter: Splitter, args: list[Any], kwargs: dict[str, Any]
+) -> Traced:
+    """`fun(*args, **kwargs)` traced, its abstract arrays (`jax.ShapeDtypeStruct`)
+    as JAX's inputs, validated by `splitter` (`splitter_for`) as a call of a
+    transform is."""
+    leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
+    where = [i for i, leaf in enumerate(leaves) if is_abstract(leaf)]
     stage: list[Stage] = ["arguments"]
     aside: list[Any] = []
 
