@@ -49,7 +49,7 @@ from .user_code import (
     code_file,
     def_line,
     frames_of,
-    return_line,
+    lines_run,
     shown,
     user_line,
 )
@@ -287,7 +287,9 @@ class _Checker:
         if isinstance(error, ValidationError) and stage == "arguments":
             return self._at_def("error", validation_text(error))
         if isinstance(error, ValidationError) and stage == "return":
-            line = return_line(t.inner, args, kwargs) or t.line
+            with lines_run(t.inner) as ran:  # traced again: where it returned
+                trace(t.inner, self.splitter, args, kwargs, returns=False)
+            line = ran.returned or t.line
             return ShapeIssue("error", t.file, line, t.name, validation_text(error))
         frames = frames_of(error)
         file, line = user_line(frames, code_file(t.inner), (t.file, t.line))

@@ -53,11 +53,16 @@ def splitter_for(fun: Any, spec: Spec, flags: Flags, default: str) -> Splitter:
 
 
 def trace(
-    fun: Any, splitter: Splitter, args: list[Any], kwargs: dict[str, Any]
+    fun: Any,
+    splitter: Splitter,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    *,
+    returns: bool = True,
 ) -> Traced:
     """`fun(*args, **kwargs)` traced, its abstract arrays (`jax.ShapeDtypeStruct`)
     as JAX's inputs, validated by `splitter` (`splitter_for`) as a call of a
-    transform is."""
+    transform is (its return value only with `returns`)."""
     leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
     where = [i for i, leaf in enumerate(leaves) if is_abstract(leaf)]
     stage: list[Stage] = ["arguments"]
@@ -81,7 +86,8 @@ def trace(
     abstract = [leaves[i] for i in where]
     try:
         with unfiltered_tracebacks():
-            program, shapes = jax.make_jaxpr(body, return_shape=True)(*abstract)
+            traced = body if returns else functools.partial(body, returned=False)
+            program, shapes = jax.make_jaxpr(traced, return_shape=True)(*abstract)
     except Exception as error:  # what JAX (or the body) raised: reported
         if stage[0] == "return":  # a reshape JAX let pass may be why
             unchecked = functools.partial(body, returned=False)

@@ -34,7 +34,6 @@ __all__ = [
     "lines_run",
     "Ran",
     "raised_by_a_library",
-    "return_line",
     "shown",
     "unfiltered_tracebacks",
     "user_line",
@@ -171,12 +170,13 @@ def called_at(frames: list[Frame], fun: Any, line: int) -> int | None:
 
 @dataclasses.dataclass
 class Ran:
-    """What of a function's own body ran: its `lines`, the `last` (a
-    `return` whose value broke its annotation), and the line an error that
-    left it was raised at (or came in through: a call of a helper)."""
+    """What of a function's own body ran: its `lines`, the `last`, the
+    `return` it left by (`returned`), and the line an error that left it was
+    raised at (or came in through: a call of a helper)."""
 
     lines: set[int] = dataclasses.field(default_factory=set)
     last: int | None = None
+    returned: int | None = None
     raised: int | None = None
 
     def failed_at(self) -> int | None:
@@ -199,6 +199,8 @@ def lines_run(fun: Any) -> Iterator[Ran]:
             ran.last = frame.f_lineno
         elif event == "exception":  # again at a `with` line as it leaves
             raised.append((frame.f_lineno, id(arg[1])))
+        elif event == "return":
+            ran.returned = frame.f_lineno
         return local
 
     def calls(frame: FrameType, event: str, arg: Any) -> Any:
@@ -236,42 +238,6 @@ def raised_by_a_library(tb: TracebackType | None, own: str = "") -> bool:
     if "jax" in parts or "jaxlib" in parts:
         return True
     return _under(last, _SITE_DIRS) and not _under(last, (_TREESPEC_DIR,))
-
-
-def return_line(fun: Any, args: list[Any], kwargs: dict[str, Any]) -> int | None:
-    """The line of the `return` `fun`'s body left by, called on abstract
-    arguments: traced again under `jax.eval_shape` with a profiler that sees
-    only the function's own frame. None if it cannot be told."""
-    code = getattr(inspect.unwrap(fun), "__code__", None)
-    if code is None:
-        return None
-    seen: list[int] = []
-
-    def profile(frame: FrameType, event: str, arg: Any) -> None:
-        if event == "return" and frame.f_code is code:
-            seen.append(frame.f_lineno)
-
-    leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
-    where = [i for i, leaf in enumerate(leaves) if is_abstract(leaf)]
-
-    def body(*dynamic: Any) -> Any:
-        full = list(leaves)
-        for i, value in zip(where, dynamic):
-            full[i] = value
-        a, k = jax.tree_util.tree_unflatten(tree, full)
-        old = sys.getprofile()
-        sys.setprofile(profile)
-        try:
-            fun(*a, **k)
-        finally:
-            sys.setprofile(old)
-        return 0
-
-    try:
-        jax.eval_shape(body, *[leaves[i] for i in where])
-    except Exception:  # the first run traced: this one should too
-        return None
-    return seen[-1] if seen else None
 
 
 def is_abstract(leaf: Any) -> bool:
