@@ -7,6 +7,7 @@ get wrong: markers around unions, and flags over annotations with markers.
 
 from __future__ import annotations
 
+import dataclasses
 from functools import partial
 from typing import Any, NamedTuple, Optional, TypedDict, Union
 
@@ -17,7 +18,7 @@ import pytest
 from jaxtyping import PyTree
 
 import treespec
-from treespec import Dynamic, SpecError, Static
+from treespec import Dynamic, SpecError, Static, ValidationError
 
 from .conftest import resolve
 
@@ -416,3 +417,33 @@ def test_grad_holds_keyword_only_floats_static() -> None:
     msg = str(info.value)
     assert "at scale: expected int (static), got float 2.5" in msg
     assert "at extra['other']: expected int (static), got float 0.5" in msg
+
+
+@dataclasses.dataclass(frozen=True)
+class _FrozenConfig:
+    n: int = 2
+
+
+@dataclasses.dataclass
+class _MutableConfig:  # eq without frozen: __hash__ is None
+    n: int = 2
+
+
+@pytest.mark.parametrize("annotation", [object, Any], ids=["object", "Any"])
+@pytest.mark.parametrize("default", ["infer", "dynamic", "error"])
+def test_static_object_and_any_hold_any_hashable_value_static(
+    annotation: Any, default: str
+) -> None:
+    # A frozen dataclass is a class with annotated fields: the marker around
+    # it is still the nearest one, whatever the default policy says.
+    def scale(x: jax.Array, cfg: Static[annotation]) -> jax.Array:  # type: ignore[valid-type]
+        return x * cfg.n
+
+    f = treespec.jit(scale, default=default)
+    np.testing.assert_array_equal(f(jnp.ones(2), _FrozenConfig()), 2 * jnp.ones(2))
+    np.testing.assert_array_equal(f(jnp.ones(2), _FrozenConfig(3)), 3 * jnp.ones(2))
+    assert f.trace_count == 2
+    with pytest.raises(ValidationError) as info:
+        f(jnp.ones(2), _MutableConfig())
+    message = str(info.value)
+    assert "argument cfg, at cfg" in message and "hashable" in message, message

@@ -989,16 +989,25 @@ class _Refuses:
     def __hash__(self) -> int:
         return 1
 
+    error: type[Exception] = ValueError
+
     def __eq__(self, other: object) -> bool:
-        raise ValueError("cannot compare")
+        raise self.error("cannot compare")
 
     def __call__(self, x: jax.Array) -> jax.Array:
         return x * self.k
 
 
+class _RefusesWithTypeError(_Refuses):
+    """A TypeError from == is no unhashable leaf: the leaf hashes."""
+
+    error = TypeError
+
+
+@pytest.mark.parametrize("refuses", [_Refuses, _RefusesWithTypeError])
 @pytest.mark.parametrize("where", ["argument", "in a dict", "beside a traced leaf"])
 def test_a_static_leaf_whose_eq_raises_is_named_and_poisons_nothing(
-    where: str,
+    where: str, refuses: type[_Refuses]
 ) -> None:
     def apply(x: jax.Array, cfg: Static[Any]) -> jax.Array:
         return cfg["op"](x) if isinstance(cfg, dict) else cfg(x)
@@ -1014,11 +1023,12 @@ def test_a_static_leaf_whose_eq_raises_is_named_and_poisons_nothing(
         def call(op: Any) -> Any:
             return f(jnp.ones(2), {"op": op} if where == "in a dict" else op)
 
-    np.testing.assert_allclose(call(_Refuses(2)), 2.0)
+    np.testing.assert_allclose(call(refuses(2)), 2.0)
     with pytest.raises(ValidationError) as info:
-        call(_Refuses(3))
+        call(refuses(3))
     message = str(info.value)
-    assert "cfg" in message and "_Refuses" in message and "__eq__" in message
+    assert "cfg" in message and refuses.__name__ in message, message
+    assert "__eq__" in message
     assert "cannot compare" in message
     # Nothing is poisoned: this function and any other still run.
     np.testing.assert_allclose(call(_Scale(4)), 4.0)

@@ -573,3 +573,22 @@ def test_the_return_value_is_blamed_against_the_arguments_size() -> None:
     for i in range(3):
         assert f"return[{i}]" in message
     assert "n=3 bound by x" in message
+
+
+def test_the_return_is_blamed_against_the_arguments_size_even_outnumbered() -> (
+    None
+):
+    # x binds n=3; the three leaves of the return all say 4: they agree with
+    # each other, but the argument's size is the one to match.
+    @treespec.jit
+    def three(
+        x: Float[Array, " n"],
+    ) -> tuple[Float[Array, " n"], Float[Array, " n"], Float[Array, " n"]]:
+        y = jnp.ones(4)
+        return y, y, y
+
+    msgs = _messages(lambda: three(jnp.ones(3)))
+    assert len(msgs) == 3, msgs
+    for i, msg in enumerate(msgs):
+        assert msg.startswith(f"the return value, at return[{i}]"), msg
+        assert "with n=3 bound by x, got float32[4]" in msg, msg

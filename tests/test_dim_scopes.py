@@ -1,0 +1,128 @@
+"""Where a dimension name binds (DESIGN, "Where a dimension name binds"): one
+scope per call, and a scope per instance for an annotated class the call
+holds several times, as jaxtyping checks each instance at its `__init__`."""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jaxtyping import Array, Float
+
+import treespec
+from treespec import ValidationError
+
+
+class Linear(eqx.Module):
+    weight: Float[Array, "out in"]
+    bias: Float[Array, " out"]
+
+    def __init__(self, n_in: int, n_out: int, *, key: jax.Array) -> None:
+        self.weight = jax.random.normal(key, (n_out, n_in))
+        self.bias = jnp.zeros(n_out)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.weight @ x + self.bias
+
+
+class MLP(eqx.Module):
+    layers: list[Linear]
+
+    def __init__(self, sizes: tuple[int, ...], *, key: jax.Array) -> None:
+        keys = jax.random.split(key, len(sizes) - 1)
+        self.layers = [
+            Linear(a, b, key=k) for a, b, k in zip(sizes[:-1], sizes[1:], keys)
+        ]
+
+
+def forward(model: MLP, x: Float[Array, " d"]) -> Float[Array, " 1"]:
+    for layer in model.layers[:-1]:
+        x = jax.nn.relu(layer(x))
+    return model.layers[-1](x)
+
+
+MODEL = MLP((2, 8, 8, 1), key=jax.random.key(0))
+
+
+def test_a_stack_of_one_annotated_class_runs_as_under_filter_jit() -> None:
+    # Linear(2->8), Linear(8->8), Linear(8->1): each binds its own in/out.
+    x = jnp.arange(2.0)
+    ours = treespec.jit(forward)(MODEL, x)
+    theirs = eqx.filter_jit(forward)(MODEL, x)
+    np.testing.assert_array_equal(ours, theirs)
+    assert ours.shape == (1,)
+
+
+def test_a_wrong_x_or_return_is_still_refused_beside_the_stack() -> None:
+    with pytest.raises(ValidationError, match=r"argument x, at x: expected Float"):
+        treespec.jit(forward)(MODEL, jnp.ones((2, 2)))
+
+    def two_outputs(model: MLP, x: Float[Array, " d"]) -> Float[Array, " 1"]:
+        return jnp.ones(2)
+
+    with pytest.raises(ValidationError, match=r"the return value, at return"):
+        treespec.jit(two_outputs)(MODEL, jnp.ones(2))
+
+
+def test_inside_one_instance_the_names_still_bind() -> None:
+    # The second layer's bias disagrees with its own weight: refused, named.
+    bad = eqx.tree_at(lambda m: m.layers[1].bias, MODEL, jnp.zeros(3))
+    with pytest.raises(ValidationError) as info:
+        treespec.jit(forward)(bad, jnp.ones(2))
+    message = str(info.value)
+    assert "model.layers[1].bias" in message, message
+    assert "out=8 bound by model.layers[1].weight" in message, message
+    assert "model.layers[0]" not in message and "model.layers[2]" not in message
+
+
+def test_two_arguments_of_one_class_each_bind_their_own_names() -> None:
+    def both(a: Linear, b: Linear, x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return x
+
+    a = Linear(2, 8, key=jax.random.key(1))
+    b = Linear(8, 1, key=jax.random.key(2))
+    np.testing.assert_array_equal(treespec.jit(both)(a, b, jnp.ones(3)), jnp.ones(3))
+
+
+def test_a_single_instance_still_shares_its_names_with_the_call() -> None:
+    def apply(layer: Linear, x: Float[Array, " in"]) -> Float[Array, " out"]:
+        return layer(x)
+
+    layer = Linear(2, 8, key=jax.random.key(3))
+    assert treespec.jit(apply)(layer, jnp.ones(2)).shape == (8,)
+    with pytest.raises(ValidationError) as info:
+        treespec.jit(apply)(layer, jnp.ones(3))
+    assert "in=2 bound by layer.weight" in str(info.value), str(info.value)
+
+
+class Params(TypedDict):
+    w: Float[Array, "n m"]
+    b: Float[Array, " m"]
+
+
+def test_a_params_typeddict_shares_its_names_with_x() -> None:
+    def apply(params: Params, x: Float[Array, " n"]) -> Float[Array, " m"]:
+        return x @ params["w"] + params["b"]
+
+    params: Params = {"w": jnp.ones((3, 4)), "b": jnp.ones(4)}
+    assert treespec.jit(apply)(params, jnp.ones(3)).shape == (4,)
+    with pytest.raises(ValidationError, match=r"n=3 bound by params\['w'\]"):
+        treespec.jit(apply)(params, jnp.ones(2))
+
+
+def test_validate_and_checked_bind_by_the_same_rule() -> None:
+    treespec.validate(MODEL, MLP)  # a stack of Linear: valid
+    bad = eqx.tree_at(lambda m: m.layers[2].bias, MODEL, jnp.zeros(3))
+    with pytest.raises(ValidationError, match=r"layers\[2\]\.bias"):
+        treespec.validate(bad, MLP)
+
+
+def test_the_shape_checker_builds_a_stack_with_the_same_scopes() -> None:
+    # A model given as a value: each Linear binds its own names there too,
+    # and the forward pass checks clean.
+    report = treespec.check_shapes(forward, model=MODEL)
+    assert report.ok, str(report)
