@@ -121,6 +121,12 @@ def test_validate_and_checked_bind_by_the_same_rule() -> None:
         treespec.validate(bad, MLP)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the shape checker binds a given stack's names per instance, but a "
+    "size of x against a layer's own size is not yet an unknown to solve "
+    "(issue 48's unknowns): it reports (2,) against (d,) as an error",
+)
 def test_the_shape_checker_builds_a_stack_with_the_same_scopes() -> None:
     # A model given as a value: each Linear binds its own names there too,
     # and the forward pass checks clean.

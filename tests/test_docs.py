@@ -340,7 +340,7 @@ def test_the_tutorials_mypy_and_shape_steps_are_checked() -> None:
 def test_output_blocks_are_found_and_normalised() -> None:
     # docs/validation.md shows the error its example prints; static-checking.md's
     # text blocks show code, not output (no Python block right before them).
-    assert _output_blocks(ROOT / "docs" / "validation.md") == 1
+    assert _output_blocks(ROOT / "docs" / "validation.md") == 2
     assert _output_blocks(ROOT / "docs" / "static-checking.md") == 0
     assert _normalised("\na  \n\nb\t\n\n") == "a\n\nb"
 

@@ -51,9 +51,7 @@ def step(model: Net, state: Any, opt_state: Any, x: Any, y: Any, key: Any) -> An
         pred, state = batched(x, state, keys)
         return jnp.mean((pred[:, 0] - y) ** 2), state
 
-    (value, state), grads = eqx.filter_value_and_grad(loss, has_aux=True)(
-        model, state
-    )
+    (value, state), grads = eqx.filter_value_and_grad(loss, has_aux=True)(model, state)
     updates, opt_state = TX.update(grads, opt_state, eqx.filter(model, eqx.is_array))
     return eqx.apply_updates(model, updates), state, opt_state, value
 
@@ -88,9 +86,7 @@ class Scaled(eqx.Module):
     training: bool
 
 
-def test_none_in_a_filtered_out_field_validates_and_nothing_else_is_loosened() -> (
-    None
-):
+def test_none_in_a_filtered_out_field_validates_and_nothing_else_is_loosened() -> None:
     def apply(model: Scaled, grads: Scaled, n: int) -> jax.Array:
         return model.w - grads.w
 

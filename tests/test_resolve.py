@@ -436,7 +436,7 @@ def test_static_object_and_any_hold_any_hashable_value_static(
 ) -> None:
     # A frozen dataclass is a class with annotated fields: the marker around
     # it is still the nearest one, whatever the default policy says.
-    def scale(x: jax.Array, cfg: Static[annotation]) -> jax.Array:  # type: ignore[valid-type]
+    def scale(x: Dynamic[jax.Array], cfg: Static[annotation]) -> jax.Array:  # type: ignore[valid-type]
         return x * cfg.n
 
     f = treespec.jit(scale, default=default)

@@ -465,7 +465,7 @@ def test_message_head_counts_problems_and_where_they_are() -> None:
 def test_validation_runs_once_per_cache_miss(spy: Any) -> None:
     import treespec._runtime.validate as validate
 
-    calls = spy(validate, "check_leaves")  # every leaf check, arguments and return
+    calls = spy(validate, "_check_indexed")  # every leaf check, arguments and return
 
     @treespec.jit
     def f(x: Float[Array, "n"], cfg: Config) -> jax.Array:
@@ -575,9 +575,7 @@ def test_the_return_value_is_blamed_against_the_arguments_size() -> None:
     assert "n=3 bound by x" in message
 
 
-def test_the_return_is_blamed_against_the_arguments_size_even_outnumbered() -> (
-    None
-):
+def test_the_return_is_blamed_against_the_arguments_size_even_outnumbered() -> None:
     # x binds n=3; the three leaves of the return all say 4: they agree with
     # each other, but the argument's size is the one to match.
     @treespec.jit

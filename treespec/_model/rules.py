@@ -19,6 +19,7 @@ from .spec import (
     Node,
     NoneNode,
     PyTreeNode,
+    SequenceNode,
     UnionNode,
 )
 
@@ -31,6 +32,7 @@ __all__ = [
     "SEQUENCE_TYPES",
     "UNHASHABLE_TYPES",
     "is_array_annotation",
+    "may_be_filtered_out",
     "covered",
     "covered_places",
     "marked_union_conflict",
@@ -289,6 +291,25 @@ def is_array_annotation(node: Node) -> bool:
         and m.type_names[0] in SCALAR_TYPES
     ]
     return bool(arrays) and len(arrays) + len(scalars) == len(members)
+
+
+def may_be_filtered_out(field: Node, inferred: bool) -> bool:
+    """Whether a class's field may hold `None` where its annotation says a
+    leaf: Equinox's `filter`/`partition` put `None` in the fields they leave
+    out (an optax state made from `eqx.filter(model, eqx.is_array)`, a
+    `filter_grad` result), and such a `None` is a filtered-out leaf, not a
+    wrong value.
+
+    A field annotated with a leaf that is no array (`p: float`, `inference:
+    bool`) may; an array field only in an instance whose class no annotation
+    named (`inferred`: an unannotated optimizer state holding copies of the
+    model's classes), since a model passed where its class is annotated must
+    have its arrays. A field that is itself a container or a class never
+    may: filtering keeps the structure and replaces leaves.
+    """
+    if isinstance(field, (ClassBacked, SequenceNode, PyTreeNode)):
+        return False
+    return inferred or not is_array_annotation(field)
 
 
 def node_unhashable(node: Node) -> bool:

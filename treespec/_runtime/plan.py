@@ -64,6 +64,14 @@ class LeafInfo:
     node: Node
     traced_kind: Kind = Kind.DYNAMIC
     probe: Callable[[Any], bool] | None = None
+    #: The class instance whose field annotations the leaf's node comes from
+    #: (its class, its key path), if any: when the call holds several
+    #: instances of that class, each binds its own dimension names.
+    owner: tuple[type, str] | None = None
+
+    def owned_by(self, owner: tuple[type, str]) -> LeafInfo:
+        """This leaf, inside the instance `owner`."""
+        return dataclasses.replace(self, owner=owner)
 
     def resolve(self, value: Any) -> Kind:
         if self.kind is not None:

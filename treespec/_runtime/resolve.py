@@ -17,11 +17,10 @@ from jax.tree_util import DictKey, GetAttrKey, SequenceKey, keystr
 from .._model.errors import Issue, SpecError, a_type, describe_value, location
 from .._model.held import held_conflict
 from .._model.markers import Marker
-from .._model.rules import is_array_annotation
+from .._model.rules import is_array_annotation, may_be_filtered_out
 from .._model.spec import (
     AnyNode,
     ClassNode,
-    LeafNode,
     MappingNode,
     Node,
     NoneNode,
@@ -33,6 +32,7 @@ from .classes import held_in, is_class_backed, is_nnx
 from .flags import FlagEntry, flag_child, flag_kind
 from .hints import check_unfollowed, parse_annotation
 from .plan import Held, Kind, LeafInfo, not_array, static_in_grad
+from .structure import children_issues, structure_issue
 from .tree import child_items, key_name
 from .typing_forms import Context
 
@@ -48,6 +48,12 @@ class Walk:
     check: bool
     #: Unannotated Python floats are traced (`grad` differentiates them).
     trace_floats: bool = False
+    #: Inside an instance whose class no annotation named (see
+    #: `may_be_filtered_out`).
+    inferred: bool = False
+    #: The class instance whose field annotations the leaves walked now come
+    #: from: its class and key path (see `LeafInfo.owner`).
+    owner: tuple[type, str] | None = None
     infos: list[LeafInfo] = dataclasses.field(default_factory=list)
     issues: list[Issue] = dataclasses.field(default_factory=list)
     uncovered: list[str] = dataclasses.field(default_factory=list)
@@ -82,40 +88,10 @@ def _pick(node: UnionNode, value: Any) -> Node:
             if value is None:
                 return member
             continue
-        if not _structure_issue(member, value):
+        if not structure_issue(member, value):
             return member
         fallback = fallback or member
     return fallback or AnyNode()
-
-
-def _structure_issue(node: Node, value: Any) -> str | None:
-    """What is wrong with the value's container type for this node, if anything."""
-    if isinstance(node, (AnyNode, PyTreeNode)):
-        return None
-    if isinstance(node, NoneNode):
-        return None if value is None else "None"
-    if isinstance(node, UnionNode):
-        if any(_structure_issue(m, value) is None for m in node.members):
-            return None
-        return node.text
-    if isinstance(node, MappingNode):
-        kind = dict if node.is_typeddict else node.cls
-        return None if isinstance(value, kind) else node.text or "dict"
-    if isinstance(node, SequenceNode):
-        ok = isinstance(value, node.container) and not (
-            node.container is tuple and hasattr(value, "_fields")
-        )
-        return None if ok else node.text or node.container.__name__
-    if isinstance(node, ClassNode):
-        return None if isinstance(value, node.cls) else node.text
-    if isinstance(node, LeafNode):
-        ann = node.annotation
-        container = value is None or isinstance(value, (dict, list, tuple))
-        if node.is_array:
-            return node.text if container else None
-        if isinstance(ann, type) and container and not isinstance(value, ann):
-            return node.text
-    return None
 
 
 def _union_marker(node: UnionNode) -> tuple[Marker, str] | None:
@@ -147,6 +123,8 @@ def _refine(
         if not leaf:
             node = _pick(node, value)  # a container: follow the member it fits
         # A leaf keeps the whole union: validation tries every member.
+    if node.marker is not None:  # `Static[Any]` around a class's instance too
+        marker = (node.marker, f"{node.marker.title} on {node.origin}")
     if (
         isinstance(node, AnyNode)
         and flag_kind(flag) != "bool"  # a bool flag decides: class markers can't
@@ -174,10 +152,11 @@ def walk(
     """Resolve every leaf of `value` against `node` into `w`: the flag first,
     then the nearest marker (`marker` so far), then the default."""
     children = child_items(value)
+    annotated = not isinstance(node, AnyNode)
     node, marker = _refine(node, value, children is None, marker, flag)
 
     if w.check:
-        wrong = _structure_issue(node, value)
+        wrong = structure_issue(node, value)
         if wrong is not None:
             w.issues.append(
                 Issue(location(argument, path), wrong, describe_value(value))
@@ -190,10 +169,37 @@ def walk(
 
     names = [key_name(k) for k, _ in children]
     if w.check:
-        w.issues.extend(_children_issues(node, value, names, path, argument))
+        w.issues.extend(children_issues(node, value, names, path, argument))
+    outer, owner = w.inferred, w.owner
     if isinstance(node, ClassNode):
         _held_fields(w, value, node, children, path, argument)
+        w.inferred = outer or not annotated
+        w.owner = (node.cls, path)
+    try:
+        _walk_children(w, node, children, names, path, argument, marker, flag, flag_src)
+    finally:
+        w.inferred, w.owner = outer, owner
+
+
+def _walk_children(
+    w: Walk,
+    node: Node,
+    children: list[tuple[Any, Any]],
+    names: list[Any],
+    path: str,
+    argument: str,
+    marker: tuple[Marker, str] | None,
+    flag: FlagEntry,
+    flag_src: str,
+) -> None:
     for index, (key, child) in enumerate(children):
+        child_node = _child_node(node, key, index)
+        if (
+            child is None
+            and isinstance(node, ClassNode)
+            and may_be_filtered_out(child_node, w.inferred)
+        ):
+            continue  # a leaf Equinox's `filter` left out: nothing to check
         sub_flag = flag_child(flag, index, names, flag_src)
         sub_src = flag_src
         if flag_kind(flag) not in ("none", "bool", "callable"):
@@ -201,7 +207,7 @@ def walk(
         walk(
             w,
             child,
-            _child_node(node, key, index),
+            child_node,
             path + keystr((key,)),
             argument,
             marker,
@@ -239,47 +245,6 @@ def _held_fields(
                 f"{path}.{name}", argument, getattr(value, name), switch.text, annotated
             )
         )
-
-
-def _children_issues(
-    node: Node, value: Any, names: list[Any], path: str, argument: str
-) -> list[Issue]:
-    """What is wrong with a container's children: a `TypedDict`'s missing and
-    unexpected keys, a fixed-length tuple's length."""
-    issues = []
-    if isinstance(node, MappingNode) and node.is_typeddict:
-        name = node.cls.__qualname__
-        for missing in sorted(node.body.required - set(names)):
-            issues.append(
-                Issue(
-                    location(argument, f"{path}[{missing!r}]"),
-                    f"required key {missing!r} of {name}",
-                    "nothing (the key is missing)",
-                )
-            )
-        for extra in names:
-            if extra not in node.fields:
-                issues.append(
-                    Issue(
-                        location(argument, f"{path}[{extra!r}]"),
-                        f"one of the keys of {name} "
-                        f"({', '.join(map(repr, node.fields))})",
-                        f"an unexpected key {extra!r}",
-                    )
-                )
-    if (
-        isinstance(node, SequenceNode)
-        and node.items is not None
-        and len(names) != len(node.items)
-    ):
-        issues.append(
-            Issue(
-                location(argument, path),
-                f"{node.text} (length {len(node.items)})",
-                f"{type(value).__name__} of length {len(names)}",
-            )
-        )
-    return issues
 
 
 def _child_node(node: Node, key: Any, index: int) -> Node:
@@ -326,17 +291,15 @@ def _leaf(
     traced = Kind.DONATE if marker and marker[0] is Marker.DONATE else Kind.DYNAMIC
     if kind == "bool":
         fixed = Kind.STATIC if flag else traced
-        w.infos.append(LeafInfo(path, argument, fixed, flag_src, node, traced))
-        return
-    if kind == "callable":
-        w.infos.append(
-            LeafInfo(path, argument, None, f"{flag_src} (callable)", node, traced, flag)
-        )
-        return
-    if marker is not None:
-        w.infos.append(LeafInfo(path, argument, marker[0], marker[1], node))
-        return
-    w.infos.append(_by_default(w, node, path, argument))
+        info = LeafInfo(path, argument, fixed, flag_src, node, traced)
+    elif kind == "callable":
+        source = f"{flag_src} (callable)"
+        info = LeafInfo(path, argument, None, source, node, traced, flag)
+    elif marker is not None:
+        info = LeafInfo(path, argument, marker[0], marker[1], node)
+    else:
+        info = _by_default(w, node, path, argument)
+    w.infos.append(info if w.owner is None else info.owned_by(w.owner))
 
 
 def _by_default(w: Walk, node: Node, path: str, argument: str) -> LeafInfo:

@@ -35,6 +35,7 @@ __all__ = [
     "check_leaves",
     "jaxtyping_context",
     "pairs_of",
+    "scopes_of",
 ]
 
 #: For a Python scalar annotation on a traced leaf: the dtype kinds it stands for
@@ -169,7 +170,14 @@ def check_leaves(
     (the arguments, when `pairs` is the return value): when leaves disagree
     on a dimension, they are never the ones blamed (see `dims.py`).
     """
-    bindings = bindings if bindings is not None else Bindings()
+    issues = _check_indexed(pairs, bindings or Bindings(), checked)
+    return [issues[i] for i in sorted(issues)]
+
+
+def _check_indexed(
+    pairs: Sequence[Pair], bindings: Bindings, checked: Sequence[Pair]
+) -> dict[int, Issue]:
+    """`check_leaves`'s problems, by the index of the leaf in `pairs`."""
     issues: dict[int, Issue] = {}
     failed: list[int] = []
     for i, (info, kind, value) in enumerate(pairs):
@@ -186,7 +194,7 @@ def check_leaves(
         )
     if failed:  # the first binder may be the odd one out
         _reblame(pairs, checked, failed, issues)
-    return [issues[i] for i in sorted(issues)]
+    return issues
 
 
 def _dims_of(info: LeafInfo, kind: Kind, value: Any) -> Any:
@@ -267,15 +275,42 @@ def pairs_of(infos: Sequence[LeafInfo], leaves: Sequence[Any]) -> list[Pair]:
     return [(info, info.resolve(leaf), leaf) for info, leaf in zip(infos, leaves)]
 
 
+def scopes_of(infos: Sequence[LeafInfo]) -> list[Any]:
+    """Where each leaf binds its dimension names: in the call's one scope
+    (None), or, for a leaf of an instance of a class the call holds several
+    times (an MLP's list of `Linear`s, two arguments of one class), in that
+    instance's own (its `LeafInfo.owner`), as jaxtyping checks each instance
+    at its `__init__`."""
+    instances: dict[type, set[str]] = {}
+    for info in infos:
+        if info.owner is not None:
+            instances.setdefault(info.owner[0], set()).add(info.owner[1])
+    several = {cls for cls, paths in instances.items() if len(paths) > 1}
+    return [
+        info.owner if info.owner is not None and info.owner[0] in several else None
+        for info in infos
+    ]
+
+
 def check_call(arguments: Sequence[Pair], returned: Sequence[Pair] = ()) -> list[Issue]:
-    """Check a call's leaves, then its return's, with dimension names shared.
+    """Check a call's leaves, then its return's, with dimension names shared
+    in each scope (`scopes_of`).
 
     When `returned` is given, the arguments are checked again first (silently:
     they passed already) so that their dimension sizes are bound for the return.
     """
-    bindings = Bindings()
-    with jaxtyping_context():
-        issues = check_leaves(arguments, bindings)
-        if returned:
-            issues = check_leaves(returned, bindings, arguments)
-    return issues
+    scopes = scopes_of([info for info, _, _ in [*arguments, *returned]])
+    found: dict[int, Issue] = {}
+    for scope in dict.fromkeys(scopes):
+        mine = [i for i, s in enumerate(scopes) if s == scope]
+        args = [i for i in mine if i < len(arguments)]
+        rets = [i - len(arguments) for i in mine if i >= len(arguments)]
+        before = [arguments[i] for i in args]
+        bindings = Bindings()
+        with jaxtyping_context():
+            issues = _check_indexed(before, bindings, ())
+            if returned:
+                issues = _check_indexed([returned[i] for i in rets], bindings, before)
+        for i, issue in issues.items():
+            found[(rets if returned else args)[i]] = issue
+    return [found[i] for i in sorted(found)]

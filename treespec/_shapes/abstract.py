@@ -34,6 +34,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.tree_util import tree_leaves
 
 from .._model.markers import Marker
 from .._model.spec import (
@@ -51,6 +52,7 @@ from .._runtime.classes import is_namedtuple, is_nnx
 from .._runtime.dims import DIM_NAME, bound_dims
 from .._runtime.resolve import walk_value
 from .._runtime.typing_forms import is_jaxtyping_array
+from .._runtime.validate import scopes_of
 from .construct import NeedsConcrete, construct, field_defaults
 from .leaves import dtype_of, finite_values, modes_of
 
@@ -108,11 +110,14 @@ def _struct(shape: Any, dtype: Any) -> Any:
 
 def given_sizes(value: Any, node: Node, name: str) -> dict[str, int]:
     """The dimension sizes a value given binds, by name: the concrete leaves
-    that jaxtyping annotations describe (the first binding of a name kept).
+    that jaxtyping annotations describe (the first binding of a name kept),
+    but those of an instance that binds its own names (`scopes_of`).
     The arguments built around a given model use them, not symbols."""
     infos, _, _ = walk_value(value, node, path=name, argument=name, check=False)
     sizes: dict[str, int] = {}
-    for info, leaf in zip(infos, jax.tree_util.tree_leaves(value)):
+    for info, leaf, scope in zip(infos, tree_leaves(value), scopes_of(infos)):
+        if scope is not None:  # an instance's own names (a stack of layers)
+            continue
         annotation = getattr(info.node, "annotation", None)
         shape = getattr(leaf, "shape", None)
         if not is_jaxtyping_array(annotation) or shape is None:
