@@ -121,14 +121,46 @@ def test_validate_and_checked_bind_by_the_same_rule() -> None:
         treespec.validate(bad, MLP)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the shape checker binds a given stack's names per instance, but a "
-    "size of x against a layer's own size is not yet an unknown to solve "
-    "(issue 48's unknowns): it reports (2,) against (d,) as an error",
-)
 def test_the_shape_checker_builds_a_stack_with_the_same_scopes() -> None:
-    # A model given as a value: each Linear binds its own names there too,
-    # and the forward pass checks clean.
+    # Built from the annotations: the list's Linear binds its own names,
+    # unknowns the check solves from what the code needs of them, so a
+    # correct MLP is no error, and a note says what was taken.
+    report = treespec.check_shapes(forward)
+    assert report.ok, str(report)
+    (note,) = report.problems
+    assert note.severity == "note", str(report)
+    assert "in of model.layers[0] == d" in note.message, note.message
+    assert "out of model.layers[0] == 1" in note.message, note.message
+
+
+def test_the_shape_checker_still_finds_a_bug_past_a_stack() -> None:
+    def twice(model: MLP, x: Float[Array, " d"]) -> Float[Array, " 1"]:
+        y = forward(model, x)
+        return y + jnp.ones(2)  # the bug: (1,) + (2,) broadcasts to (2,)
+
+    report = treespec.check_shapes(twice)
+    assert not report.ok, str(report)
+    errors = [p for p in report.problems if p.severity == "error"]
+    assert errors and "got float32[2]" in errors[0].message, str(report)
+
+
+def test_the_shape_checker_keeps_a_single_instance_in_the_calls_scope() -> None:
+    # One argument of a class: its names are the call's, so x's size is
+    # checked against the layer's, and a mismatch is an error.
+    def apply(layer: Linear, x: Float[Array, " n"]) -> Float[Array, " out"]:
+        return layer(x)
+
+    report = treespec.check_shapes(apply)
+    assert not report.ok, str(report)
+    assert "(in,) and (n,)" in str(report), str(report)
+
+
+def test_the_shape_checker_takes_a_given_stack_with_the_same_scopes() -> None:
+    # Given as a value, each layer keeps its concrete sizes in its own scope;
+    # x's free size is taken as the first layer needs it, in a note.
     report = treespec.check_shapes(forward, model=MODEL)
     assert report.ok, str(report)
+    assert "d == 2 (in of model.layers[0])" in str(report), str(report)
+    bad = eqx.tree_at(lambda m: m.layers[1].weight, MODEL, jnp.ones((8, 3)))
+    report = treespec.check_shapes(forward, model=bad)
+    assert not report.ok, str(report)

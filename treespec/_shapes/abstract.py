@@ -34,7 +34,6 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.tree_util import tree_leaves
 
 from .._model.markers import Marker
 from .._model.spec import (
@@ -49,12 +48,11 @@ from .._model.spec import (
     UnionNode,
 )
 from .._runtime.classes import is_namedtuple, is_nnx
-from .._runtime.dims import DIM_NAME, bound_dims
-from .._runtime.resolve import walk_value
+from .._runtime.dims import DIM_NAME
 from .._runtime.typing_forms import is_jaxtyping_array
-from .._runtime.validate import scopes_of
 from .construct import NeedsConcrete, construct, field_defaults
 from .leaves import dtype_of, finite_values, modes_of
+from .scopes import InstanceScopes
 
 __all__ = [
     "Builder",
@@ -62,7 +60,6 @@ __all__ = [
     "MissingValue",
     "NO_DEFAULT",
     "abstract_value",
-    "given_sizes",
     "symbols_for",
 ]
 
@@ -108,38 +105,45 @@ def _struct(shape: Any, dtype: Any) -> Any:
     return jax.ShapeDtypeStruct(shape, dtype)  # type: ignore[no-untyped-call]
 
 
-def given_sizes(value: Any, node: Node, name: str) -> dict[str, int]:
-    """The dimension sizes a value given binds, by name: the concrete leaves
-    that jaxtyping annotations describe (the first binding of a name kept),
-    but those of an instance that binds its own names (`scopes_of`).
-    The arguments built around a given model use them, not symbols."""
-    infos, _, _ = walk_value(value, node, path=name, argument=name, check=False)
-    sizes: dict[str, int] = {}
-    for info, leaf, scope in zip(infos, tree_leaves(value), scopes_of(infos)):
-        if scope is not None:  # an instance's own names (a stack of layers)
-            continue
-        annotation = getattr(info.node, "annotation", None)
-        shape = getattr(leaf, "shape", None)
-        if not is_jaxtyping_array(annotation) or shape is None:
-            continue
-        if not all(isinstance(d, int) for d in shape):
-            continue
-        try:
-            dims = bound_dims(annotation, shape)
-        except (TypeError, ValueError):  # a shape the annotation does not fit
-            continue
-        for dim, size in dims:
-            if isinstance(size, int):
-                sizes.setdefault(dim, size)
-    return sizes
-
-
 def symbols_for(names: Sequence[str], constraints: Sequence[str]) -> dict[str, Any]:
     """One JAX symbol per dimension name, all in one scope with `constraints`."""
     if not names:
         return {}
     symbols = jax.export.symbolic_shape(", ".join(names), constraints=constraints)
     return dict(zip(names, symbols))
+
+
+def _sequence(
+    self: Builder, node: SequenceNode, path: str, marker: Marker | None
+) -> Any:
+    """A sequence: each item of a fixed-length tuple, one item of one of
+    any length (an instance there binds its own names, `scopes.py`)."""
+    if node.items is not None:
+        items = [
+            self.build(item, f"{path}[{i}]", marker=marker)
+            for i, item in enumerate(node.items)
+        ]
+    elif node.rest is not None:  # one item, of the several it holds
+        with self.scopes.any_length():
+            items = [self.build(node.rest, f"{path}[0]", marker=marker)]
+    else:
+        items = []
+    container = node.container if isinstance(node.container, type) else tuple
+    return container(items)
+
+
+def _mapping(self: Builder, node: MappingNode, path: str, marker: Marker | None) -> Any:
+    """A `TypedDict` with every key; any other mapping empty."""
+    if not node.is_typeddict:
+        container = node.cls if isinstance(node.cls, type) else dict
+        try:
+            return container()
+        except TypeError:  # a mapping that needs arguments (defaultdict)
+            return {}
+    return {
+        key: self.build(child, f"{path}[{key!r}]", marker=marker)
+        for key, child in node.fields.items()
+    }
 
 
 @dataclasses.dataclass
@@ -165,6 +169,8 @@ class Builder:
     defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: The checked function's dimension names (`leaves.declared_names`).
     declared: frozenset[str] = frozenset()
+    #: Which instances bind their own names (`scopes.py`).
+    scopes: InstanceScopes = dataclasses.field(default_factory=InstanceScopes)
     _anonymous: int = 0
 
     def build(
@@ -270,6 +276,7 @@ class Builder:
             raise CannotBuild(path, why) from None
 
     def _size(self, name: str) -> Any:
+        name = self.scopes.rename(name)
         self.names.setdefault(name)
         if self.sizes is None:
             return 2  # the first pass: a stand-in
@@ -279,31 +286,6 @@ class Builder:
 
     def _pytree(self, node: PyTreeNode, path: str, marker: Marker | None) -> Any:
         return self.build(node.leaf, path, marker=marker)
-
-    def _sequence(self, node: SequenceNode, path: str, marker: Marker | None) -> Any:
-        if node.items is not None:
-            items = [
-                self.build(item, f"{path}[{i}]", marker=marker)
-                for i, item in enumerate(node.items)
-            ]
-        elif node.rest is not None:
-            items = [self.build(node.rest, f"{path}[0]", marker=marker)]
-        else:
-            items = []
-        container = node.container if isinstance(node.container, type) else tuple
-        return container(items)
-
-    def _mapping(self, node: MappingNode, path: str, marker: Marker | None) -> Any:
-        if not node.is_typeddict:
-            container = node.cls if isinstance(node.cls, type) else dict
-            try:
-                return container()
-            except TypeError:  # a mapping that needs arguments (defaultdict)
-                return {}
-        return {
-            key: self.build(child, f"{path}[{key!r}]", marker=marker)
-            for key, child in node.fields.items()
-        }
 
     def _class(self, node: ClassNode, path: str, marker: Marker | None) -> Any:
         cls = node.cls
@@ -318,6 +300,7 @@ class Builder:
             raise CannotBuild(path, f"{node.text} contains itself")
         defaults = field_defaults(cls)
         self._classes.append(cls)
+        self.scopes.enter(cls, path)
         try:
             values = {
                 name: self.build(
@@ -329,6 +312,7 @@ class Builder:
             return self._constructed(cls, path, error)
         finally:
             self._classes.pop()
+            self.scopes.leave()
         if is_namedtuple(cls):
             return cls(**values)
         # The class's `__init__` may compute fields, draw weights or need a

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from .._model.errors import SpecError, ValidationError
@@ -28,7 +28,6 @@ from .abstract import (
     Builder,
     CannotBuild,
     MissingValue,
-    given_sizes,
     symbols_for,
 )
 from .construct import NeedsConcrete, assumptions_text
@@ -41,8 +40,10 @@ from .outcomes import (
     unstated_relation,
     validation_text,
 )
+from .relations import given_sizes, relations_needed, relations_text, with_relations
 from .report import ShapeIssue, ShapeReport
-from .runs import Run, combinations, common
+from .runs import Findings, Run, combinations
+from .scopes import InstanceScopes
 from .tracing import splitter_for, trace
 from .user_code import (
     called_at,
@@ -55,6 +56,9 @@ from .user_code import (
 )
 
 __all__ = ["MAX_COMBINATIONS", "ShapeIssue", "ShapeReport", "check_shapes"]
+
+#: At most this many relations of instances' own names are taken per function.
+_MAX_RELATIONS = 32
 
 #: At most this many combinations of static values (`bool`, `Literal`, `Enum`
 #: leaves without a value) are checked per function; past it, a note says how
@@ -174,37 +178,40 @@ class _Checker:
     def __init__(self, target: _Target, constraints: tuple[str, ...]) -> None:
         self.t = target
         self.constraints = constraints
-        self.problems: dict[tuple[str, int, str], list[Run]] = {}
+        self.findings = Findings()
         #: The message of what the last trace raised (for `symbolic_limit`).
         self._raised = ""
         #: Constructor arguments taken by assumption, said in a note.
         self._assumed: dict[str, Any] = {}
-        self.order: list[ShapeIssue] = []
         spec = target.spec
         nodes = [*(p.node for p in spec.params), spec.returns]
         self.declared = declared_names(nodes)
         self.splitter = splitter_for(target.inner, spec, target.flags, target.default)
         #: Names whose odd sizes the annotations say what they give.
         self.rounded = rounded_names(nodes)
+        #: The classes whose instances bind their own names (`scopes.py`),
+        #: and what the code needs of those names (`relations_needed`).
+        self.several: frozenset[type] = frozenset()
+        self.relations: dict[str, str] = {}
+        #: The sizes instances of values given bind in their own scopes.
+        self.own: dict[int, str] = {}
 
     def run(self) -> ShapeReport:
         t = self.t
-        first = Builder(declared=self.declared)
         try:
-            self._arguments(first)
-        except (CannotBuild, MissingValue) as error:
-            return self._skipped(error)
-        except SpecError as error:
+            first = self._first_pass()
+        except (CannotBuild, MissingValue, SpecError) as error:
             return self._skipped(error)
         if first.variadic:  # the second variant's names (`batch0`, `batch1`)
-            second = Builder(variant=1, declared=self.declared)
+            second = self._builder(Run(1, {}), None)
             self._arguments(second)
             first.names.update(second.names)
         fixed: dict[str, Any] = {}
         for param in t.spec.params:
             if param.name in t.given:
-                given = given_sizes(t.given[param.name], param.node, param.name)
+                given, own = given_sizes(t.given[param.name], param.node, param.name)
                 fixed.update((k, v) for k, v in given.items() if k not in fixed)
+                self.own.update((k, v) for k, v in own.items() if k not in self.own)
         try:
             free = [name for name in first.names if name not in fixed]
             sizes = {**symbols_for(free, self.constraints), **fixed}
@@ -231,14 +238,31 @@ class _Checker:
         for run in runs:
             found = self._one(run, sizes, free, fixed)
             if isinstance(found, ShapeIssue):
-                self._record(found, run, len(runs))
+                self.findings.record(found, run)
             else:
                 outputs.append((run.text() if len(runs) > 1 else "", found))
         if self._assumed:
             notes.append(self._at_def("note", assumptions_text(self._assumed, t.name)))
-        problems = [*notes, *self._final(len(runs))]
+        if self.relations:
+            scopes = first.scopes
+            text = relations_text(self.relations, scopes, self.own)
+            notes.append(self._at_def("note", text))
+        problems = [*notes, *self.findings.final(len(runs))]
         defaults = tuple(first.defaults.items())
         return ShapeReport(t.name, tuple(problems), tuple(outputs), defaults)
+
+    def _first_pass(self) -> Builder:
+        """A build that records the names, the choices and the variants. The
+        classes held several times bind their names per instance
+        (`scopes.py`): once a build found them, the names are those of a
+        build that knows them."""
+        first = self._builder(Run(0, {}), None)
+        self._arguments(first)
+        self.several = first.scopes.found()
+        if self.several:
+            first = self._builder(Run(0, {}), None)
+            self._arguments(first)
+        return first
 
     def _arguments(self, builder: Builder) -> tuple[list[Any], dict[str, Any]]:
         t = self.t
@@ -265,8 +289,9 @@ class _Checker:
         if param.name in self.t.given:
             value = self.t.given[param.name]
             return builder.build(param.node, param.name, value, given=True)
-        if param.kind is inspect.Parameter.VAR_POSITIONAL:
-            return [builder.build(param.node, f"{param.name}[0]")]
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:  # one of several
+            with builder.scopes.any_length():
+                return [builder.build(param.node, f"{param.name}[0]")]
         if param.kind is inspect.Parameter.VAR_KEYWORD:
             return {}
         return builder.build(param.node, param.name, default)
@@ -312,6 +337,13 @@ class _Checker:
         finally:
             self._assumed.update(builder.assumed)
         found = self._trace(args, kwargs)
+        while isinstance(found, ShapeIssue) and found.severity == "error":
+            # Of instances' own names, and of free names against a given one's.
+            needed = relations_needed(self._raised, free, self.own)
+            if not needed or len(self.relations) > _MAX_RELATIONS:
+                break
+            self.relations.update(needed)
+            found = self._trace(*self._arguments(self._builder(run, sizes)))
         if not isinstance(found, ShapeIssue):
             return found
         if found.severity == "error" and (rel := unstated_relation(self._raised)):
@@ -329,8 +361,13 @@ class _Checker:
             )
         return found
 
-    def _builder(self, run: Run, sizes: dict[str, Any]) -> Builder:
-        return Builder(sizes, run.chosen, run.variant, declared=self.declared)
+    def _builder(self, run: Run, sizes: dict[str, Any] | None) -> Builder:
+        scopes = InstanceScopes(self.several)
+        if sizes is not None and self.relations:
+            sizes = with_relations(sizes, self.relations)
+        return Builder(
+            sizes, run.chosen, run.variant, declared=self.declared, scopes=scopes
+        )
 
     def _witnessed(
         self, run: Run, free: list[str], fixed: dict[str, Any], symbolic: str
@@ -345,23 +382,6 @@ class _Checker:
             return self._trace(*args)
 
         return witness.decide(trace_at, free, symbolic, self.t.inner, self.rounded)
-
-    def _record(self, issue: ShapeIssue, run: Run, runs: int) -> None:
-        key = (issue.severity, issue.line, issue.message)
-        if key not in self.problems:
-            self.problems[key] = []
-            self.order.append(issue)
-        self.problems[key].append(run)
-
-    def _final(self, runs: int) -> Iterator[ShapeIssue]:
-        for issue in self.order:
-            failed = self.problems[(issue.severity, issue.line, issue.message)]
-            text = common(failed) if len(failed) < runs else ""
-            if text:  # some runs passed: say which values it needs
-                issue = dataclasses.replace(
-                    issue, message=f"{issue.message} (with {text})"
-                )
-            yield issue
 
     def _at_def(self, severity: Literal["error", "note"], message: str) -> ShapeIssue:
         return ShapeIssue(severity, self.t.file, self.t.line, self.t.name, message)

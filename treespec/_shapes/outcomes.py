@@ -24,6 +24,7 @@ __all__ = [
     "relation_note",
     "skipped_text",
     "suggestion",
+    "unequal_sizes",
     "unstated_relation",
     "validation_text",
 ]
@@ -139,18 +140,9 @@ def unstated_relation(text: str) -> list[str]:
     which the annotations state: a relation to state, not a bug. Empty when
     the shapes differ otherwise (`(b, n), (b, m)`, `(h - 2,)` against
     `(h,)`): then it is the sizes, not a relation, that disagree."""
-    unequal = _UNEQUAL.search(text)
-    if unequal:  # JAX's `but c // 4 != g`: one size each side (`c // 1` is c)
-        groups = [[re.sub(r"\s*//\s*1$", "", side)] for side in unequal.groups()]
-    elif found := _SHAPES.search(text):
-        groups = _groups(text[found.end() - 1 :], 2)
-    else:
-        return []
-    if len(groups) != 2:
-        return []
     relations = []
-    for a, b in zip(reversed(groups[0]), reversed(groups[1])):
-        if a == b or "1" in (a, b):
+    for a, b in unequal_sizes(text):
+        if "1" in (a, b):
             continue
         lone, other = (a, b) if DIM_NAME.fullmatch(a) else (b, a)
         derived = not DIM_NAME.fullmatch(other) and not other.lstrip("-").isdigit()
@@ -162,6 +154,24 @@ def unstated_relation(text: str) -> list[str]:
         relation = f"{part[1]} == {part[2]}*{lone}" if part else f"{lone} == {other}"
         relations.append(relation)
     return relations
+
+
+def unequal_sizes(text: str) -> list[tuple[str, str]]:
+    """The sizes a shape error of JAX's says differ, in pairs: `but A != B`
+    (`c // 1` read as `c`), or the two shapes it names (`got (a, b) and
+    (a, c)`: `("b", "c")`), aligned from the last dimension, equal pairs
+    left out."""
+    unequal = _UNEQUAL.search(text)
+    if unequal:  # JAX's `but c // 4 != g`: one size each side (`c // 1` is c)
+        groups = [[re.sub(r"\s*//\s*1$", "", side)] for side in unequal.groups()]
+    elif found := _SHAPES.search(text):
+        groups = _groups(text[found.end() - 1 :], 2)
+    else:
+        return []
+    if len(groups) != 2:
+        return []
+    pairs = zip(reversed(groups[0]), reversed(groups[1]))
+    return [(a, b) for a, b in pairs if a != b]
 
 
 def relation_note(issue: ShapeIssue, relations: list[str]) -> ShapeIssue:

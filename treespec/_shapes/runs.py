@@ -1,14 +1,18 @@
 """The runs of one shape check: each traced call's variant (`#dim` at 1 and
 `*dims` as two dimensions, or not) and its static values, one combination
-of every mode; and what the runs a finding failed in share."""
+of every mode; what the runs a finding failed in share; and the findings of
+all the runs, one per line and message."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-__all__ = ["Run", "combinations", "common"]
+from .report import ShapeIssue
+
+__all__ = ["Findings", "Run", "combinations", "common"]
 
 
 class Run:
@@ -43,3 +47,31 @@ def combinations(choices: Mapping[str, tuple[Any, ...]]) -> Iterator[dict[str, A
     paths = list(choices)
     for values in itertools.product(*(choices[p] for p in paths)):
         yield dict(zip(paths, values))
+
+
+class Findings:
+    """What the runs of one check found: one finding per severity, line and
+    message, in the order first found, with the runs it failed in."""
+
+    def __init__(self) -> None:
+        self._runs: dict[tuple[str, int, str], list[Run]] = {}
+        self._order: list[ShapeIssue] = []
+
+    def record(self, issue: ShapeIssue, run: Run) -> None:
+        key = (issue.severity, issue.line, issue.message)
+        if key not in self._runs:
+            self._runs[key] = []
+            self._order.append(issue)
+        self._runs[key].append(run)
+
+    def final(self, runs: int) -> Iterator[ShapeIssue]:
+        """Each finding; one that some of the `runs` passed says the static
+        values (and the variant) it needs."""
+        for issue in self._order:
+            failed = self._runs[(issue.severity, issue.line, issue.message)]
+            text = common(failed) if len(failed) < runs else ""
+            if text:
+                issue = dataclasses.replace(
+                    issue, message=f"{issue.message} (with {text})"
+                )
+            yield issue
