@@ -38,6 +38,8 @@ def launch(diverge: bool) -> int:
             p for p in (root, os.environ.get("PYTHONPATH", "")) if p
         ),
         "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+        # CPU devices and collectives, also on a machine with an accelerator.
+        "JAX_PLATFORMS": "cpu",
     }
     args = [sys.executable, __file__, "--worker", str(port)]
     procs = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -64,6 +65,39 @@ ROOT = Path(__file__).resolve().parent.parent
 HAS_TREE_STATIC = hasattr(jax.tree, "static")
 needs_tree_static = pytest.mark.skipif(
     not HAS_TREE_STATIC, reason="jax.tree.static() needs JAX 0.9.1 or newer"
+)
+
+
+def child_env(**overrides: str) -> dict[str, str]:
+    """The environment of a Python process a test starts: the parent's, this
+    checkout first on `PYTHONPATH` with the parent's path kept (on a TPU VM,
+    JAX is found through it), and, while this process holds an accelerator
+    (one process at a time may hold a TPU chip), the CPU platform. Keys of
+    `overrides` win."""
+    path = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    if jax.default_backend() != "cpu":
+        env["JAX_PLATFORMS"] = "cpu"
+    env.update(overrides)
+    return env
+
+
+def _can_listen() -> bool:
+    """Whether this machine lets a process listen on a loopback TCP port
+    (`jax.distributed` needs one; a sandboxed TPU VM refuses it)."""
+    try:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            s.listen()
+    except OSError:
+        return False
+    return True
+
+
+needs_tcp = pytest.mark.skipif(
+    not _can_listen(),
+    reason="this machine refuses loopback TCP sockets, which jax.distributed's "
+    "coordinator needs",
 )
 
 

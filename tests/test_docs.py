@@ -26,7 +26,6 @@ import io
 import itertools
 import json
 import logging
-import os
 import re
 import subprocess
 import sys
@@ -38,6 +37,8 @@ from typing import Any
 import pytest
 
 import treespec
+
+from .conftest import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
@@ -150,7 +151,7 @@ def _page_blocks() -> list[tuple[Path, int, str]]:
 def block_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """tests/_block_server.py: one fresh process per block, forked from one
     that imported JAX once."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0"}
+    env = child_env(PYTHONHASHSEED="0")
     env.pop("XLA_FLAGS", None)
     server = subprocess.Popen(
         [sys.executable, str(ROOT / "tests" / "_block_server.py")],
@@ -224,7 +225,7 @@ def _run_without(
 ) -> subprocess.CompletedProcess[str]:
     script = where / "block.py"
     script.write_text(code)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()
     env.pop("XLA_FLAGS", None)
     command = [sys.executable, "-c", _WITHOUT, str(script), module]
     return subprocess.run(
@@ -315,7 +316,7 @@ def test_command_output_blocks_are_what_the_command_prints(
         if lang == "ini":  # at most one: the page's mypy configuration
             assert not (tmp_path / "mypy.ini").exists()
             (tmp_path / "mypy.ini").write_text(body)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()
     for tool, name, shown in _command_outputs(page):
         cache = ["--cache-dir", str(tmp_path / ".c")] if tool == "mypy" else []
         done = subprocess.run(

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import child_env
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -36,6 +38,7 @@ def test_readme_opens_with_the_two_commands() -> None:
 def test_quickstart_trains_and_explains() -> None:
     out = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "quickstart.py")],
+        env=child_env(),
         capture_output=True,
         text=True,
         check=True,

@@ -13,6 +13,8 @@ import pytest
 import treespec
 from treespec import Dynamic, Static
 
+from .conftest import child_env
+
 
 def _slow(x: jax.Array, n: int) -> jax.Array:
     return jax.lax.fori_loop(0, n, lambda i, y: jnp.tanh(y @ y), x)
@@ -209,6 +211,7 @@ def test_decorating_while_another_thread_imports_jaxtyping_is_safe() -> None:
 
     done = subprocess.run(
         [sys.executable, "-c", _IMPORT_RACE],
+        env=child_env(),
         capture_output=True,
         text=True,
         timeout=120,

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+from .conftest import child_env
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _run(script: Path) -> str:
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+    env = child_env(
+        XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu"
+    )
     done = subprocess.run(
         [sys.executable, str(script)],
         capture_output=True,

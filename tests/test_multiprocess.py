@@ -26,19 +26,20 @@ from treespec import Static
 from treespec._runtime import key_text
 from treespec._runtime import processes as _processes
 
+from .conftest import child_env, needs_tcp
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "tests" / "multiprocess"
 
 
+@needs_tcp
 def test_two_processes_match_one_process_on_four_devices(tmp_path: Path) -> None:
     # TypedDict config, in/out_shardings over the dynamic view, grad inside jit
     # and jit(grad(...)), a training loop; global arrays from process-local data.
     launch.run(SCRIPTS / "runtime.py", [str(tmp_path)], timeout=90)
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
-    }
+    env = child_env(
+        XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu"
+    )
     subprocess.run(
         [sys.executable, str(SCRIPTS / "runtime.py"), str(tmp_path)],
         env=env,
@@ -57,6 +58,7 @@ def test_two_processes_match_one_process_on_four_devices(tmp_path: Path) -> None
             np.testing.assert_allclose(multi[name], single[name], rtol=1e-5)
 
 
+@needs_tcp
 def test_differing_static_values_raise_on_every_process() -> None:
     outputs = launch.run(SCRIPTS / "divergence.py", timeout=90)
     for index, out in enumerate(outputs):
@@ -146,6 +148,8 @@ def test_static_values_of_other_types_with_one_repr_are_told_apart() -> None:
 _DIGEST = """
 import jax.numpy as jnp, treespec
 from treespec._runtime import processes as _processes
+
+from .conftest import child_env, needs_tcp
 from tests.test_multiprocess import _module_function, _Opaque
 f = treespec.jit(lambda x, s: x)
 key, dynamic = f._splitter.split_call(
@@ -158,7 +162,7 @@ print(_processes.digest(_processes.describe_key(f._splitter.view(key, dynamic)))
 def test_digest_is_the_same_in_every_process() -> None:
     # Another process, with another string-hash seed than this one.
     seed = "2" if os.environ.get("PYTHONHASHSEED") == "1" else "1"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": seed}
+    env = child_env(PYTHONHASHSEED=seed)
     done = subprocess.run(
         [sys.executable, "-c", _DIGEST],
         env=env,
@@ -188,7 +192,7 @@ def test_differences_name_each_leaf_and_value() -> None:
 
 
 def _example(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()
     return subprocess.run(
         [sys.executable, str(ROOT / "examples" / "multihost.py"), *args],
         env=env,
@@ -199,6 +203,7 @@ def _example(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@needs_tcp
 def test_multihost_example_trains_and_shows_the_error() -> None:
     done = _example()
     assert done.returncode == 0, done.stdout + done.stderr

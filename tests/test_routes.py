@@ -25,6 +25,8 @@ from hypothesis import strategies as st
 import treespec
 from treespec import Donate, Dynamic, Static, ValidationError
 
+from .conftest import child_env
+
 
 class Config(TypedDict):
     depth: Static[int]
@@ -905,13 +907,12 @@ def test_past_the_static_key_bound_nothing_compiled_is_traced_again(
 
 
 def test_the_static_key_bound_is_read_from_the_environment() -> None:
-    import os
     import subprocess
     import sys
 
     def bound(value: str) -> subprocess.CompletedProcess[str]:
         code = "from treespec._runtime import routes; print(routes.MAX_STATIC_KEYS)"
-        env = {**os.environ, "TREESPEC_MAX_STATIC_KEYS": value}
+        env = child_env(TREESPEC_MAX_STATIC_KEYS=value)
         return subprocess.run(
             [sys.executable, "-c", code], env=env, capture_output=True, text=True
         )

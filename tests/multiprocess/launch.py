@@ -48,6 +48,9 @@ def run(
             p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
         ),
         "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+        # CPU devices and collectives, also beside an accelerator (which one
+        # process at a time may hold).
+        "JAX_PLATFORMS": "cpu",
         "TREESPEC_TEST_PORT": str(port),
         "TREESPEC_TEST_PROCESSES": str(processes),
         **(env or {}),
