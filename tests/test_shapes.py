@@ -705,7 +705,8 @@ def test_the_command_prints_mypy_lines_a_summary_and_exits_1(tmp_path: Path) -> 
         "small.py:10: error: center: Incompatible shapes for broadcasting: "
         "shapes=[(b, n), (b,)]",
         "small.py:14: note: scale: skipped: k (Static[int]) has no value; give "
-        "one: check_shapes(scale, k=...)",
+        "one: check_shapes(scale, k=...), or say how to build it beside the "
+        "function: @treespec.check_with(k=...)",
         "checked 2 functions: 1 error, 0 notes, 1 skipped",
     ]
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ._runtime.dataclass import dataclass
     from ._runtime.partition import combine, partition
     from ._shapes.check import check_shapes
+    from ._shapes.declared import check_with
     from ._shapes.report import ShapeIssue, ShapeReport
     from ._transforms.checkpoint import checkpoint, eval_shape
     from ._transforms.grad import grad, value_and_grad
@@ -37,6 +38,7 @@ __all__ = [
     "Static",
     "ValidationError",
     "check_shapes",
+    "check_with",
     "checked",
     "checkpoint",
     "combine",
@@ -81,6 +83,7 @@ _WHERE = {
     "ShapeIssue": "_shapes.report",
     "ShapeReport": "_shapes.report",
     "check_shapes": "_shapes.check",
+    "check_with": "_shapes.declared",
     "Spec": "_model.spec",
     "pmap": "_transforms.vmap",
     "vmap": "_transforms.vmap",

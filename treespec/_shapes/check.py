@@ -17,8 +17,8 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from .._model.errors import SpecError, ValidationError
-from .._model.spec import Param, Spec
+from .._model.errors import SpecError
+from .._model.spec import Param
 from .._runtime.api import spec_for
 from .._runtime.flags import Flags
 from .._transforms.base import Transformed
@@ -31,14 +31,14 @@ from .abstract import (
     symbols_for,
 )
 from .construct import NeedsConcrete, assumptions_text
+from .declared import build_declared, declared_of
 from .leaves import declared_names, rounded_names
+from .located import Target, issue_of
 from .outcomes import (
     first_lines,
-    outcome,
     relation_note,
     skipped_text,
     unstated_relation,
-    validation_text,
 )
 from .relations import given_sizes, relations_needed, relations_text, with_relations
 from .report import ShapeIssue, ShapeReport
@@ -46,13 +46,8 @@ from .runs import Findings, Run, combinations
 from .scopes import InstanceScopes
 from .tracing import splitter_for, trace
 from .user_code import (
-    called_at,
-    code_file,
     def_line,
-    frames_of,
-    lines_run,
     shown,
-    user_line,
 )
 
 __all__ = ["MAX_COMBINATIONS", "ShapeIssue", "ShapeReport", "check_shapes"]
@@ -64,20 +59,6 @@ _MAX_RELATIONS = 32
 #: leaves without a value) are checked per function; past it, a note says how
 #: many were left out.
 MAX_COMBINATIONS = 16
-
-
-@dataclasses.dataclass(frozen=True)
-class _Target:
-    """The function whose body is traced, and what its call needs."""
-
-    inner: Callable[..., Any]
-    spec: Spec
-    flags: Flags
-    default: str
-    given: dict[str, Any]
-    file: str
-    line: int
-    name: str
 
 
 def check_shapes(
@@ -148,7 +129,7 @@ def check_shapes(
     return _Checker(target, tuple(constraints)).run()
 
 
-def _target(fun: Any, statics: Mapping[str, Any]) -> _Target:
+def _target(fun: Any, statics: Mapping[str, Any]) -> Target:
     given = dict(statics)
     transform = fun
     instance = getattr(fun, "__self__", None)
@@ -171,11 +152,12 @@ def _target(fun: Any, statics: Mapping[str, Any]) -> _Target:
     file = code.co_filename if code else "<unknown>"
     line = def_line(inner, code.co_firstlineno if code else 0)
     name = getattr(inner, "__qualname__", spec.name)
-    return _Target(inner, spec, flags, default, given, shown(file), line, name)
+    declared = declared_of(inner)
+    return Target(inner, spec, flags, default, given, declared, shown(file), line, name)
 
 
 class _Checker:
-    def __init__(self, target: _Target, constraints: tuple[str, ...]) -> None:
+    def __init__(self, target: Target, constraints: tuple[str, ...]) -> None:
         self.t = target
         self.constraints = constraints
         self.findings = Findings()
@@ -271,10 +253,18 @@ class _Checker:
             defaults = {name: p.default for name, p in signature.parameters.items()}
         except (TypeError, ValueError):
             defaults = {}
+        built = {  # those `check_with` declares once the others are built
+            p.name: self._argument(builder, p, defaults.get(p.name, NO_DEFAULT))
+            for p in t.spec.params
+            if p.name in t.given or p.name not in t.declared
+        }
+        for param in t.spec.params:
+            if param.name not in built:
+                built[param.name] = self._declared(builder, param, built)
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
         for param in t.spec.params:
-            value = self._argument(builder, param, defaults.get(param.name, NO_DEFAULT))
+            value = built[param.name]
             if param.kind is inspect.Parameter.VAR_POSITIONAL:
                 args.extend(value)
             elif param.kind is inspect.Parameter.VAR_KEYWORD:
@@ -296,6 +286,15 @@ class _Checker:
             return {}
         return builder.build(param.node, param.name, default)
 
+    def _declared(self, builder: Builder, param: Param, built: dict[str, Any]) -> Any:
+        """An argument as `check_with` says to build it."""
+        try:
+            value = build_declared(self.t.declared[param.name], built)
+        except Exception as error:
+            why = f"its check_with builder raised {type(error).__name__}: {error}"
+            raise CannotBuild(param.name, why) from None
+        return builder.build(param.node, param.name, value, given=True)
+
     def _trace(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
         t = self.t
         traced = trace(t.inner, self.splitter, args, kwargs)
@@ -303,26 +302,7 @@ class _Checker:
             return traced.output
         error = traced.error
         self._raised = f"{type(error).__name__}: {first_lines(error)}"
-        return self._issue(error, traced.stage, args, kwargs)
-
-    def _issue(
-        self, error: Exception, stage: str, args: list[Any], kwargs: dict[str, Any]
-    ) -> ShapeIssue:
-        t = self.t
-        if isinstance(error, ValidationError) and stage == "arguments":
-            return self._at_def("error", validation_text(error))
-        if isinstance(error, ValidationError) and stage == "return":
-            with lines_run(t.inner) as ran:  # traced again: where it returned
-                trace(t.inner, self.splitter, args, kwargs, returns=False)
-            line = ran.returned or t.line
-            return ShapeIssue("error", t.file, line, t.name, validation_text(error))
-        frames = frames_of(error)
-        file, line = user_line(frames, code_file(t.inner), (t.file, t.line))
-        severity, message = outcome(error, code_file(t.inner))
-        caller = called_at(frames, t.inner, line)
-        if caller is not None and severity == "error":
-            message = f"{message} (called at line {caller})"
-        return ShapeIssue(severity, file, line, t.name, message)
+        return issue_of(self.t, self.splitter, error, traced.stage, (args, kwargs))
 
     def _one(
         self, run: Run, sizes: dict[str, Any], free: list[str], fixed: dict[str, Any]

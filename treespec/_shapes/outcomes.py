@@ -219,12 +219,12 @@ def skipped_text(error: Exception, function: str) -> str:
     if path is None:
         return f"skipped: {first_lines(error)}"
     top = re.split(r"[.\[]", path, maxsplit=1)[0]
+    give = (
+        f"check_shapes({function}, {top}=...), or say how to build it beside "
+        f"the function: @treespec.check_with({top}=...)"
+    )
     if hasattr(error, "why"):
-        return (
-            f"skipped: {path} cannot be built: {error.why}; give a value: "
-            f"check_shapes({function}, {top}=...)"
-        )
+        return f"skipped: {path} cannot be built: {error.why}; give a value: {give}"
     return (
-        f"skipped: {path} ({getattr(error, 'text', '')}) has no value; give "
-        f"one: check_shapes({function}, {top}=...)"
+        f"skipped: {path} ({getattr(error, 'text', '')}) has no value; give one: {give}"
     )

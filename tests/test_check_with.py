@@ -1,0 +1,182 @@
+"""`treespec.check_with`: how the shape check builds an argument its
+annotations cannot describe, declared beside the function and used by
+`check_shapes` and `python -m treespec check` alike."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, TypedDict
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+import pytest
+from jaxtyping import Array, Float
+
+import treespec
+
+from .conftest import child_env
+
+TX = optax.adam(1e-3)
+
+
+class Params(TypedDict):
+    w: Float[Array, "n m"]
+    b: Float[Array, " m"]
+
+
+def _loss(params: Any, x: Any, y: Any) -> Any:
+    return jnp.mean((x @ params["w"] + params["b"] - y) ** 2)
+
+
+def step(
+    params: Params,
+    opt_state: optax.OptState,
+    x: Float[Array, "b n"],
+    y: Float[Array, "b m"],
+) -> Params:
+    grads = jax.grad(_loss)(params, x, y)
+    updates, opt_state = TX.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates)  # type: ignore[return-value]
+
+
+def test_an_optimizer_state_is_skipped_until_declared() -> None:
+    report = treespec.check_shapes(treespec.jit(step))
+    (note,) = report.problems
+    assert note.skipped and "opt_state" in note.message, str(report)
+    assert "@treespec.check_with(opt_state=...)" in note.message, note.message
+
+
+def _params() -> dict[str, jax.Array]:
+    return {"w": jnp.ones((3, 2)), "b": jnp.ones(2)}
+
+
+def test_a_declared_optimizer_state_is_built_from_the_params() -> None:
+    declared = treespec.check_with(opt_state=lambda params: TX.init(params))
+    f = declared(treespec.jit(step))
+    # From the annotations alone: the params symbolic, the state made from
+    # them abstractly; and from params given.
+    for given in ({}, {"params": _params()}):
+        report = treespec.check_shapes(f, **given)
+        assert report.ok and not report.problems, str(report)
+
+
+def bad_step(
+    params: Params,
+    opt_state: optax.OptState,
+    x: Float[Array, "b n"],
+    y: Float[Array, "b m"],
+) -> Float[Array, ""]:
+    loss, grads = jax.value_and_grad(_loss)(params, x, y)
+    updates, opt_state = TX.update(grads, opt_state, params)
+    return loss + jnp.sum(updates["w"] @ x)  # the bug: (n, m) @ (b, n)
+
+
+def test_a_bug_past_a_declared_state_is_found_at_its_line() -> None:
+    f = treespec.check_with(opt_state=lambda params: TX.init(params))(
+        treespec.jit(bad_step)
+    )
+    report = treespec.check_shapes(f)
+    (error,) = [p for p in report.problems if p.severity == "error"]
+    assert error.line == bad_step.__code__.co_firstlineno + 8, str(report)
+
+
+class MLP(eqx.Module):
+    layers: list[eqx.nn.Linear]
+
+    def __init__(self, sizes: tuple[int, ...], key: jax.Array) -> None:
+        keys = jax.random.split(key, len(sizes) - 1)
+        self.layers = [
+            eqx.nn.Linear(a, b, key=k) for a, b, k in zip(sizes[:-1], sizes[1:], keys)
+        ]
+
+
+@treespec.jit
+@treespec.check_with(model=lambda: MLP((3, 8, 2), jax.random.key(0)))
+def forward(model: MLP, x: Float[Array, "b 3"]) -> Float[Array, "b 2"]:
+    for layer in model.layers:
+        x = jax.vmap(layer)(x)
+    return x
+
+
+@treespec.check_with(model=lambda: MLP((3, 8, 2), jax.random.key(0)))
+@treespec.jit
+def forward_bug(model: MLP, x: Float[Array, "b 3"]) -> Float[Array, "b 2"]:
+    for layer in model.layers:
+        x = jax.vmap(layer)(x.T)  # the bug: transposed
+    return x
+
+
+def test_a_model_from_its_constructor_below_or_above_the_transform() -> None:
+    assert treespec.check_shapes(forward).ok
+    report = treespec.check_shapes(forward_bug)
+    assert not report.ok, str(report)
+    # Nothing was computed: the model the builder made is abstract.
+    assert forward.__wrapped__ is not None
+
+
+def test_a_value_given_to_check_shapes_wins_over_the_declaration() -> None:
+    wrong = MLP((4, 2), jax.random.key(1))  # takes 4 features, x has 3
+    report = treespec.check_shapes(forward, model=wrong)
+    assert not report.ok, str(report)
+
+
+def test_a_builder_that_raises_skips_the_function_naming_it() -> None:
+    def broken() -> Any:
+        raise RuntimeError("no weights here")
+
+    f = treespec.check_with(model=broken)(treespec.jit(forward.__wrapped__))
+    (note,) = treespec.check_shapes(f).problems
+    assert note.skipped, note
+    assert "check_with builder raised RuntimeError: no weights here" in note.message
+
+
+def test_a_name_that_is_no_parameter_is_refused_at_decoration() -> None:
+    with pytest.raises(TypeError, match="has no parameter 'opt'"):
+        treespec.check_with(opt=lambda: 0)(step)
+    with pytest.raises(TypeError, match="takes 'weights', which is no other"):
+        treespec.check_with(opt_state=lambda weights: 0)(step)
+
+
+def test_the_command_builds_what_the_module_declares(tmp_path: Path) -> None:
+    source = textwrap.dedent(
+        """
+        import jax.numpy as jnp
+        import optax
+        import treespec
+        from jaxtyping import Array, Float
+
+        tx = optax.sgd(0.1)
+
+
+        @treespec.check_with(opt_state=lambda w: tx.init(w))
+        @treespec.jit
+        def step(w: Float[Array, "n m"], opt_state: optax.OptState,
+                 x: Float[Array, "b n"]) -> Float[Array, "b m"]:
+            updates, _ = tx.update(jnp.ones_like(w), opt_state, w)
+            return x @ (w + updates).T
+        """
+    )
+    (tmp_path / "train.py").write_text(source)
+    done = subprocess.run(
+        [sys.executable, "-m", "treespec", "check", "train.py"],
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "train.py:15: error: step: dot_general" in done.stdout, done.stdout
+    assert "1 error, 0 notes, 0 skipped" in done.stdout, done.stdout
+
+
+def test_the_docstring_example_runs() -> None:
+    namespace: dict[str, Any] = {}
+    doc = treespec.check_with.__doc__ or ""
+    code = textwrap.dedent(doc.split("```python")[1].split("```")[0])
+    exec(compile(code, "<check_with example>", "exec"), namespace)

@@ -1,0 +1,135 @@
+"""How a shape check builds an argument its annotations cannot: what the
+user declares next to the function (`check_with`), run abstractly.
+
+An optimizer state only its optimizer can make (`optax.OptState`), a model
+whose sizes are its constructor's: the user says how to make it, from the
+other arguments the check builds (`opt_state=lambda params: tx.init(params)`)
+or from nothing (`model=lambda: MLP((2, 8, 1), key=jax.random.key(0))`).
+The check calls it under `eval_shape` (Equinox's where it is installed,
+which keeps a module's non-array fields), so nothing is computed.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import jax
+
+__all__ = ["ATTRIBUTE", "build_declared", "check_with", "declared_of", "innermost"]
+
+#: Where `check_with` keeps its builders: on the innermost function, so that
+#: it is found above or below any transform (and `functools.wraps`).
+ATTRIBUTE = "__treespec_check_with__"
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def innermost(fun: Any) -> Any:
+    """The function below every wrapper (`__wrapped__`), a method's too."""
+    seen: set[int] = set()
+    inner = getattr(fun, "__func__", fun)
+    while hasattr(inner, "__wrapped__") and id(inner) not in seen:
+        seen.add(id(inner))
+        inner = inner.__wrapped__
+    return inner
+
+
+def check_with(**builders: Any) -> Callable[[_F], _F]:
+    """Tell `check_shapes` and `python -m treespec check` how to build
+    arguments that their annotations cannot describe.
+
+    Each keyword names a parameter of the decorated function. Its value is
+    what the check passes there, or a callable that makes it: the callable's
+    parameters name other parameters of the function, and it is called with
+    the abstract values the check built for them, under `eval_shape`, so
+    nothing is computed. A value given to `check_shapes` still wins. The
+    function itself is unchanged, above or below a treespec transform.
+
+    **Arguments:**
+
+    - `**builders`: parameter name -> a value, or a callable of other
+      parameters (by name) that returns it.
+
+    **Returns:**
+
+    A decorator that returns the function it decorates.
+
+    **Raises:**
+
+    `TypeError` at decoration for a name that is no parameter of the
+    function, or a builder's parameter that names none.
+
+    !!! example
+
+        ```python
+        import jax.numpy as jnp
+        import optax
+        import treespec
+        from jaxtyping import Array, Float
+
+        tx = optax.adam(1e-3)
+
+
+        @treespec.check_with(opt_state=lambda w: tx.init(w))
+        @treespec.jit
+        def step(
+            w: Float[Array, "n m"], opt_state: optax.OptState
+        ) -> Float[Array, "n m"]:
+            updates, _ = tx.update(jnp.ones_like(w), opt_state, w)
+            return w + updates
+
+
+        print(treespec.check_shapes(step).ok)
+        ```
+    """
+
+    def attach(fun: _F) -> _F:
+        inner = innermost(fun)
+        try:
+            names = set(inspect.signature(inner).parameters)
+        except (TypeError, ValueError):
+            names = None
+        where = getattr(inner, "__qualname__", repr(inner))
+        for name, builder in builders.items():
+            _check_names(where, name, builder, names)
+        declared = {**getattr(inner, ATTRIBUTE, {}), **builders}
+        setattr(inner, ATTRIBUTE, declared)
+        return fun
+
+    return attach
+
+
+def _check_names(where: str, name: str, builder: Any, names: set[str] | None) -> None:
+    if names is None:
+        return
+    if name not in names:
+        raise TypeError(f"check_with: {where} has no parameter {name!r}")
+    if not callable(builder):
+        return
+    for used in inspect.signature(builder).parameters:
+        if used not in names or used == name:
+            raise TypeError(
+                f"check_with: the builder of {name!r} takes {used!r}, which is "
+                f"no other parameter of {where}"
+            )
+
+
+def declared_of(inner: Any) -> Mapping[str, Any]:
+    """What `check_with` declared for a function (by parameter name)."""
+    return dict(getattr(innermost(inner), ATTRIBUTE, {}))
+
+
+def build_declared(builder: Any, built: Mapping[str, Any]) -> Any:
+    """A declared argument: the value, or the builder called abstractly with
+    the abstract values of the parameters it names."""
+    if not callable(builder):
+        return builder
+    names = list(inspect.signature(builder).parameters)
+    args = {name: built[name] for name in names}
+    try:
+        import equinox as eqx
+    except ImportError:  # equinox is optional: JAX's own
+        return jax.eval_shape(lambda kw: builder(**kw), args)
+    return eqx.filter_eval_shape(lambda kw: builder(**kw), args)
