@@ -75,6 +75,20 @@ def _rss() -> int:
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
+def _device() -> int | None:
+    """Bytes in use on the first device after a collection: an accelerator's
+    allocator says (a TPU's, a GPU's); the CPU reports none."""
+    gc.collect()
+    stats = jax.local_devices()[0].memory_stats()
+    return int(stats["bytes_in_use"]) if stats and "bytes_in_use" in stats else None
+
+
+def _device_growth(before: int | None) -> dict[str, int]:
+    """`{"device": growth}` where the device reports its memory, else nothing."""
+    after = _device()
+    return {} if before is None or after is None else {"device": after - before}
+
+
 def _jitter(name: str) -> Any:
     """`make(fun, static_argnum)`: the contender's jit."""
     import equinox as eqx
@@ -111,11 +125,12 @@ def _closures(name: str, count: int) -> dict[str, Any]:
     refs.clear()
     traces[0] = 0
     gc.collect()
-    before = _rss()
+    before, device = _rss(), _device()
     for i in range(count):
         trial(i)
     gc.collect()
     return {
+        **_device_growth(device),
         "growth": _rss() - before,
         "traces": traces[0],
         "functions": sum(f() is not None for f, _ in refs),
@@ -175,11 +190,12 @@ def _methods(name: str, count: int, module: bool) -> dict[str, Any]:
     trial(-1)  # the first compile's one-off costs, outside the measurement
     refs.clear()
     gc.collect()
-    before = _rss()
+    before, device = _rss(), _device()
     for i in range(count):
         trial(i)
     gc.collect()
-    return {"growth": _rss() - before, "models": sum(r() is not None for r in refs)}
+    alive = sum(r() is not None for r in refs)
+    return {**_device_growth(device), "growth": _rss() - before, "models": alive}
 
 
 def _churn(name: str, distinct: int, cycles: int) -> dict[str, Any]:
@@ -196,12 +212,12 @@ def _churn(name: str, distinct: int, cycles: int) -> dict[str, Any]:
     jitted(x, -1).block_until_ready()
     traces[0] = 0
     gc.collect()
-    before = _rss()
+    before, device = _rss(), _device()
     for _ in range(cycles):
         for s in range(distinct):
             jitted(x, s).block_until_ready()
     gc.collect()
-    return {"growth": _rss() - before, "traces": traces[0]}
+    return {**_device_growth(device), "growth": _rss() - before, "traces": traces[0]}
 
 
 def _child(scenario: str, name: str, quick: bool) -> None:
@@ -236,6 +252,8 @@ def combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
     count that differs between runs shows its worst, never hides it)."""
     row = {key: max(run[key] for run in runs) for key in runs[0]}
     row["growth"] = int(statistics.median(run["growth"] for run in runs))
+    if "device" in row:
+        row["device"] = int(statistics.median(run["device"] for run in runs))
     return row
 
 
@@ -320,6 +338,7 @@ def render(
         ]
         for name, r in results.items():
             lines.append(f"| {name} | {r['models']} | {_mb(r['growth'])} |")
+    lines += _device_table(closures, churn, methods or {})
     lines += ["", "### Ratios", "", "| ratio | value |", "| --- | --- |"]
     for title, results in (("dropped closures", closures), ("static churn", churn)):
         base, ours = results["jax.jit"], results["treespec.jit"]
@@ -333,6 +352,32 @@ def render(
         title = f"bound methods ({kind})"
         lines.append(f"| {title}: memory treespec.jit / jax.jit | {memory:.2f} |")
     return "\n".join(lines)
+
+
+def _device_table(
+    closures: dict[str, dict[str, Any]],
+    churn: dict[str, dict[str, Any]],
+    methods: dict[str, dict[str, dict[str, Any]]],
+) -> list[str]:
+    """Device memory in use, after less before each scenario, where the
+    device reports it (an accelerator): nothing on the CPU."""
+    scenarios = {"dropped closures": closures, "static churn": churn}
+    scenarios.update({f"bound methods ({k})": v for k, v in methods.items()})
+    if not all(
+        "device" in r for results in scenarios.values() for r in results.values()
+    ):
+        return []
+    lines = [
+        "",
+        "### Device memory (in use after a scenario, less before it)",
+        "",
+        f"| scenario | {' | '.join(CONTENDERS)} |",
+        f"| --- |{' --- |' * len(CONTENDERS)}",
+    ]
+    for title, results in scenarios.items():
+        cells = " | ".join(_mb(results[name]["device"]) for name in CONTENDERS)
+        lines.append(f"| {title} | {cells} |")
+    return lines
 
 
 if __name__ == "__main__":
