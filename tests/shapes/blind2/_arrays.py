@@ -17,21 +17,17 @@ def _shape(s: dict, dims: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def R(s: dict, dims: str) -> jax.Array:
+def rand(s: dict, dims: str) -> jax.Array:
     """A float32 array of the named sizes (expressions like n+1 allowed)."""
     key = jax.random.PRNGKey(next(_seed))
     return jax.random.normal(key, _shape(s, dims), jnp.float32)
 
 
-def I(s: dict, dims: str, hi: int) -> jax.Array:
+def randint(s: dict, dims: str, hi: int) -> jax.Array:
     """An int32 array of the named sizes with values in [0, hi)."""
     key = jax.random.PRNGKey(next(_seed))
     return jax.random.randint(key, _shape(s, dims), 0, max(hi, 1), jnp.int32)
 
-
-def B(s: dict, dims: str) -> jax.Array:
-    key = jax.random.PRNGKey(next(_seed))
-    return jax.random.bernoulli(key, 0.3, _shape(s, dims))
 
 
 def key() -> jax.Array:

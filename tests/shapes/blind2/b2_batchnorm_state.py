@@ -12,7 +12,6 @@ from jaxtyping import Array, Float, PRNGKeyArray
 import treespec
 from treespec import Static
 
-
 # ---------------------------------------------------------------- conv + BN
 
 

@@ -10,7 +10,6 @@ from jaxtyping import Array, Float, Int
 import treespec
 from treespec import Static
 
-
 # ---------------------------------------------------------------- one step of top-k over beams x vocab
 
 

@@ -9,7 +9,6 @@ from jaxtyping import Array, Float, Int
 import treespec
 from treespec import Static
 
-
 # ---------------------------------------------------------------- relation
 
 
@@ -81,13 +80,13 @@ def time_mlp_bug(t: Float[Array, " b"], freqs: Float[Array, " k"], w: Float[Arra
 
 
 @treespec.jit
-def film(x: Float[Array, "b n d"], t_emb: Float[Array, "b e"], w_film: Float[Array, "e 2 d"]) -> Float[Array, "b n d"]:
+def film_condition(x: Float[Array, "b n d"], t_emb: Float[Array, "b e"], w_film: Float[Array, "e 2 d"]) -> Float[Array, "b n d"]:
     scale, shift = jnp.einsum("be,esd->sbd", t_emb, w_film)
     return x * (1 + scale[:, None]) + shift[:, None]
 
 
 @treespec.jit
-def film_bug(x: Float[Array, "b n d"], t_emb: Float[Array, "b e"], w_film: Float[Array, "e 2 d"]) -> Float[Array, "b n d"]:
+def film_condition_bug(x: Float[Array, "b n d"], t_emb: Float[Array, "b e"], w_film: Float[Array, "e 2 d"]) -> Float[Array, "b n d"]:
     scale, shift = jnp.einsum("be,esd->sbd", t_emb, w_film)
     return x * (1 + scale[None]) + shift[:, None]  # BUG: scale broadcast over the batch, not the tokens
 

@@ -10,7 +10,6 @@ from jaxtyping import Array, Float
 import treespec
 from treespec import Static
 
-
 # ---------------------------------------------------------------- relation
 
 

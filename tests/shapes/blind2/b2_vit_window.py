@@ -10,7 +10,6 @@ from jaxtyping import Array, Float, Int
 import treespec
 from treespec import Static
 
-
 # ---------------------------------------------------------------- relations
 
 
