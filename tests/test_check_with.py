@@ -180,3 +180,33 @@ def test_the_docstring_example_runs() -> None:
     doc = treespec.check_with.__doc__ or ""
     code = textwrap.dedent(doc.split("```python")[1].split("```")[0])
     exec(compile(code, "<check_with example>", "exec"), namespace)
+
+
+class ConvBN(eqx.Module):
+    conv: eqx.nn.Conv1d
+    bn: eqx.nn.BatchNorm
+
+    def __init__(self, c: int, h: int, *, key: jax.Array) -> None:
+        self.conv = eqx.nn.Conv1d(c, h, kernel_size=3, padding="SAME", key=key)
+        self.bn = eqx.nn.BatchNorm(h, axis_name="batch", mode="ema")
+
+
+def _apply(
+    model: ConvBN, state: eqx.nn.State, x: Float[Array, "b c t"]
+) -> tuple[Float[Array, "b h t"], eqx.nn.State]:
+    def one(xi: Any, st: Any) -> Any:
+        return model.bn(model.conv(xi), st)
+
+    batched = jax.vmap(one, axis_name="batch", in_axes=(0, None), out_axes=(0, None))
+    return batched(x, state)  # type: ignore[no-any-return]
+
+
+def test_an_equinox_state_is_built_from_the_model_as_make_with_state_does() -> None:
+    # No declaration: the state of the model the check built (its BatchNorm's
+    # running statistics), as eqx.nn.make_with_state makes it.
+    report = treespec.check_shapes(treespec.jit(_apply))
+    assert report.ok and not any(p.skipped for p in report.problems), str(report)
+    model = ConvBN(3, 5, key=jax.random.key(0))
+    bad = eqx.tree_at(lambda m: m.bn, model, eqx.nn.BatchNorm(3, "batch"))
+    report = treespec.check_shapes(treespec.jit(_apply), model=bad)
+    assert not report.ok, str(report)

@@ -152,7 +152,7 @@ def _target(fun: Any, statics: Mapping[str, Any]) -> Target:
     file = code.co_filename if code else "<unknown>"
     line = def_line(inner, code.co_firstlineno if code else 0)
     name = getattr(inner, "__qualname__", spec.name)
-    declared = declared_of(inner)
+    declared = declared_of(inner, spec.params)
     return Target(inner, spec, flags, default, given, declared, shown(file), line, name)
 
 

@@ -12,12 +12,21 @@ which keeps a module's non-array fields), so nothing is computed.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import jax
 
-__all__ = ["ATTRIBUTE", "build_declared", "check_with", "declared_of", "innermost"]
+from .._model.spec import Param
+
+__all__ = [
+    "ATTRIBUTE",
+    "EquinoxState",
+    "build_declared",
+    "check_with",
+    "declared_of",
+    "innermost",
+]
 
 #: Where `check_with` keeps its builders: on the innermost function, so that
 #: it is found above or below any transform (and `functools.wraps`).
@@ -116,14 +125,48 @@ def _check_names(where: str, name: str, builder: Any, names: set[str] | None) ->
             )
 
 
-def declared_of(inner: Any) -> Mapping[str, Any]:
-    """What `check_with` declared for a function (by parameter name)."""
-    return dict(getattr(innermost(inner), ATTRIBUTE, {}))
+class EquinoxState:
+    """How an argument annotated `eqx.nn.State` is built when nothing is
+    declared: the state of the Equinox modules the check built for the other
+    arguments (a method's `self` among them), as `eqx.nn.make_with_state`
+    makes it beside its model."""
+
+    def modules(self, built: Mapping[str, Any]) -> list[Any]:
+        import equinox as eqx
+
+        return [value for value in built.values() if isinstance(value, eqx.Module)]
+
+
+def _is_equinox_state(annotation: Any) -> bool:
+    try:
+        import equinox as eqx
+    except ImportError:
+        return False
+    return annotation is eqx.nn.State
+
+
+def declared_of(inner: Any, params: Iterable[Param] = ()) -> Mapping[str, Any]:
+    """How to build each argument the annotations cannot describe, by
+    parameter name: what `check_with` declared for a function, and an
+    `EquinoxState` for a parameter annotated `eqx.nn.State`."""
+    implicit = {
+        param.name: EquinoxState()
+        for param in params
+        if _is_equinox_state(getattr(param.node, "annotation", None))
+    }
+    return {**implicit, **getattr(innermost(inner), ATTRIBUTE, {})}
 
 
 def build_declared(builder: Any, built: Mapping[str, Any]) -> Any:
     """A declared argument: the value, or the builder called abstractly with
     the abstract values of the parameters it names."""
+    if isinstance(builder, EquinoxState):
+        import equinox as eqx
+
+        modules = builder.modules(built)
+        if not modules:
+            raise TypeError("no Equinox module among the other arguments")
+        return eqx.filter_eval_shape(eqx.nn.State, modules[0])
     if not callable(builder):
         return builder
     names = list(inspect.signature(builder).parameters)
