@@ -82,13 +82,13 @@ def test_a_checked_function_under_site_packages_is_still_the_users_code(
     # An installed package of the user's (`pip install .` of their project):
     # its file lies in a library folder, yet the error is reported at its line
     # (the checked function's file is the user's, wherever it lies).
-    from treespec._shapes import user_code
+    from treespec._shapes import owners
 
     library = tmp_path / "site-packages"
     library.mkdir()
     (library / "installed_model.py").write_text(_INSTALLED)
-    folders = (*user_code._LIBRARY_DIRS, str(library.resolve()))
-    monkeypatch.setattr(user_code, "_LIBRARY_DIRS", folders)
+    folders = (*owners._SITE_DIRS, str(library.resolve()))
+    monkeypatch.setattr(owners, "_SITE_DIRS", folders)
     monkeypatch.syspath_prepend(str(library))
     monkeypatch.delitem(sys.modules, "installed_model", raising=False)
     import installed_model  # type: ignore[import-not-found]
