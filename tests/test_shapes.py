@@ -1197,6 +1197,44 @@ def test_witness_sizes_are_written_as_names_at_the_end_of_a_sentence_too() -> No
     sizes = {"h": 11, "w": 13}
     text = "but width // 1 != 11. got (143,), 2.5 and n=11"
     assert by_names(text, sizes) == "but width // 1 != h. got (h*w,), 2.5 and n=11"
+    assert by_names("(called at line 22)", sizes) == "(called at line 22)"
+
+
+_CALLED_AT_22 = """
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+import treespec
+
+
+def helper(q, k):
+    return q @ k  # k not transposed
+
+
+@treespec.jit
+def attend(q: Float[Array, "t d"], k: Float[Array, "s d"]) -> Float[Array, "t s"]:
+    scale = q.shape[-1] ** -0.5  # a size used as a number: witnesses decide
+{padding}
+    return helper(q, k) * scale
+"""
+
+
+def test_a_line_number_is_never_written_as_a_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The call is at line 22, twice the first witness size (11).
+    head = _CALLED_AT_22.format(padding="").splitlines()
+    padding = "\n".join(["    # ..."] * (23 - len(head)))
+    text = _CALLED_AT_22.format(padding=padding)
+    assert text.splitlines()[21].strip() == "return helper(q, k) * scale"
+    (tmp_path / "called_at_22.py").write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "called_at_22", raising=False)
+    import called_at_22  # type: ignore[import-not-found]
+
+    (error,) = treespec.check_shapes(called_at_22.attend).errors
+    assert "(called at line 22)" in error.message, error.message
+    assert error.line == 10
 
 
 def test_a_bug_after_a_size_used_as_a_number_is_found_at_concrete_sizes() -> None:
