@@ -86,7 +86,8 @@ def by_names(text: str, sizes: Mapping[str, int]) -> str:
     """`text` with each witness size written as its dimension's name, and a
     product of two of them, or twice one, as that product of names (`143` at
     `b=11, n=13` is `b*n`; `22` is `2*b`): distinct odd primes factor one way
-    only; a number with two readings (at chain witnesses) stays a number."""
+    only; a number with two readings (at chain witnesses) stays a number,
+    and a line number stays one."""
     names = {size: name for name, size in sizes.items()}
     readings: dict[int, set[str]] = {}
     pairs = itertools.combinations_with_replacement(sizes.items(), 2)
@@ -101,7 +102,8 @@ def by_names(text: str, sizes: Mapping[str, int]) -> str:
     def named(match: re.Match[str]) -> str:
         return names.get(int(match.group(0)), match.group(0))
 
-    return re.sub(r"(?<![\w.=])\d+(?!\w|\.\d)", named, text)
+    # A line number (`called at line 22`) is never a size.
+    return re.sub(r"(?<![\w.=])(?<!\bline )\d+(?!\w|\.\d)", named, text)
 
 
 def shown(sizes: Mapping[str, Any]) -> str:
