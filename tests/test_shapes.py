@@ -1133,6 +1133,18 @@ def test_the_constraint_suggested_for_n_greater_than_2_is_n_at_least_3() -> None
     (note,) = treespec.check_shapes(window).problems
     assert note.severity == "note"
     assert "constraints=('n >= 13',)" in note.message, note.message
+
+
+def test_a_threshold_note_suggests_the_side_at_which_the_code_runs() -> None:
+    @treespec.jit
+    def window(x: Float[Array, "n"]) -> Float[Array, "n"]:
+        if x.shape[0] > 12:
+            return x[1:]  # wrong above the threshold: the code runs below it
+        return x
+
+    (note,) = treespec.check_shapes(window).problems
+    assert note.severity == "note"
+    assert "constraints=('n <= 12',)" in note.message, note.message
     assert treespec.check_shapes(window, constraints=("n >= 13",)).ok
 
 
