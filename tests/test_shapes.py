@@ -1123,6 +1123,8 @@ def test_the_constraint_suggested_for_n_greater_than_2_is_n_at_least_3() -> None
 
     text = "Symbolic dimension comparison 'n' > '2' is inconclusive."
     assert suggestion(text) == "n >= 3"
+    assert suggestion(text, "n", {"n": 2}) == "n <= 2"  # where it ran
+    assert suggestion(text, "n", {"n": 5}) == "n >= 3"
 
     @treespec.jit
     def window(x: Float[Array, "n"]) -> Float[Array, "n"]:
@@ -1133,6 +1135,7 @@ def test_the_constraint_suggested_for_n_greater_than_2_is_n_at_least_3() -> None
     (note,) = treespec.check_shapes(window).problems
     assert note.severity == "note"
     assert "constraints=('n >= 13',)" in note.message, note.message
+    assert treespec.check_shapes(window, constraints=("n >= 13",)).ok
 
 
 def test_a_threshold_note_suggests_the_side_at_which_the_code_runs() -> None:
@@ -1145,7 +1148,7 @@ def test_a_threshold_note_suggests_the_side_at_which_the_code_runs() -> None:
     (note,) = treespec.check_shapes(window).problems
     assert note.severity == "note"
     assert "constraints=('n <= 12',)" in note.message, note.message
-    assert treespec.check_shapes(window, constraints=("n >= 13",)).ok
+    assert treespec.check_shapes(window, constraints=("n <= 12",)).ok
 
 
 # Symbolic where JAX decides, concrete witnesses where it cannot (issue 40,

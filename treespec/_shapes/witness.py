@@ -182,7 +182,7 @@ def decide(
         issue,
         f"holds only at some sizes: it runs at {shown(held)} and fails at "
         f"{shown(sizes)} ({message}); if the annotations assume it, state "
-        f"the relation with constraints=({suggestion(symbolic, name)!r},) "
+        f"the relation with constraints=({suggestion(symbolic, name, held)!r},) "
         "(JAX's syntax)",
     )
 
