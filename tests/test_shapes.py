@@ -1626,6 +1626,29 @@ def test_a_count_a_constructor_takes_is_1_and_said() -> None:
     assert "self.n_layers=1" in note.message and "self=..." in note.message
 
 
+class _EvenHeads(eqx.Module):
+    proj: eqx.nn.Linear
+
+    def __init__(self, d: int, key: PRNGKeyArray) -> None:
+        if d % 2:  # the constructor's own refusal, at odd sizes only
+            raise ValueError(f"d={d} is not divisible by the 2 heads")
+        self.proj = eqx.nn.Linear(d, d, key=key)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+        return jax.vmap(self.proj)(x)
+
+
+def test_a_constructor_refusing_a_witness_size_is_a_note_naming_its_refusal() -> None:
+    report = treespec.check_shapes(_EvenHeads.__call__)  # never raises
+    assert report.errors == (), str(report)
+    (note,) = report.notes
+    assert "_EvenHeads(d=11) refused: ValueError: d=11 is not divisible" in (
+        note.message
+    ), note.message
+    assert "constraints=('d == 2*k',)" in note.message, note.message
+
+
 def test_a_static_int_checked_only_at_its_default_is_said() -> None:
     # So that a user knows `groups` was checked at 1 only (issue 40, 4).
     @treespec.jit
