@@ -51,7 +51,7 @@ from .._runtime.classes import is_namedtuple, is_nnx
 from .._runtime.dims import DIM_NAME, bound_dims
 from .._runtime.resolve import walk_value
 from .._runtime.typing_forms import is_jaxtyping_array
-from .construct import NeedsConcrete, construct, field_defaults
+from .construct import NeedsConcrete, Refused, construct, field_defaults
 from .leaves import dtype_of, finite_values, modes_of
 
 __all__ = [
@@ -352,6 +352,10 @@ class Builder:
             return construct(cls, size_of, self.assumed, path)
         except NeedsConcrete:
             raise
+        except Refused as refused:
+            if self.sizes is None:  # the first pass's placeholder sizes
+                raise error from None
+            raise CannotBuild(path, str(refused)) from None
         except Exception:
             raise error from None
 

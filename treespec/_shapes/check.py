@@ -340,8 +340,14 @@ class _Checker:
         def trace_at(sizes: dict[str, int]) -> Any:
             every = {**sizes, **fixed}
             builder = self._builder(run, every)
-            args = self._arguments(builder)
-            self._assumed.update(builder.assumed)
+            try:
+                args = self._arguments(builder)
+            except CannotBuild as error:  # a constructor's refusal of sizes
+                return self._at_def("note", f"{error.path} was not built: {error.why}")
+            except MissingValue as error:
+                return self._at_def("note", str(error))
+            finally:
+                self._assumed.update(builder.assumed)
             return self._trace(*args)
 
         return witness.decide(trace_at, free, symbolic, self.t.inner, self.rounded)

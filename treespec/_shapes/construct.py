@@ -10,7 +10,8 @@ takes it, and a count with none (`num_heads`) 1, said in a note; any other
 `int` (`hidden_size`) is a dimension of its own; a key a key, `rngs` an
 `nnx.Rngs`; anything else its default. A constructor that uses a symbolic
 size as a number (`eqx.nn.Linear`'s `math.sqrt`) needs concrete sizes:
-`NeedsConcrete`, and the run goes to the witnesses.
+`NeedsConcrete`, and the run goes to the witnesses; one that refuses the
+concrete sizes it is given raises `Refused`, naming them and its error.
 """
 
 from __future__ import annotations
@@ -26,12 +27,23 @@ import jax
 from .._runtime.classes import is_namedtuple
 from .witness import symbolic_limit
 
-__all__ = ["NeedsConcrete", "assumptions_text", "construct", "field_defaults"]
+__all__ = [
+    "NeedsConcrete",
+    "Refused",
+    "assumptions_text",
+    "construct",
+    "field_defaults",
+]
 
 
 class NeedsConcrete(Exception):
     """A constructor that cannot run at symbolic sizes (its message is JAX's
     or the constructor's)."""
+
+
+class Refused(Exception):
+    """A constructor that refused the concrete sizes it was given: the
+    call (its sizes) and its own error, as one line."""
 
 
 _KEY_NAMES = ("key", "rng", "prng_key", "prngkey")
@@ -100,7 +112,22 @@ def construct(
         )
         if symbolic or symbolic_limit(f"{type(error).__name__}: {error}"):
             raise NeedsConcrete(f"{type(error).__name__}: {error}") from None
-        raise
+        sizes = [*_shown(positional), *_shown(kwargs.values(), kwargs)]
+        said = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise Refused(
+            f"{cls.__qualname__}({', '.join(sizes)}) refused: "
+            f"{type(error).__name__}: {said}"
+        ) from None
+
+
+def _shown(values: Any, names: Mapping[str, Any] | None = None) -> list[str]:
+    """The size arguments of a call, as written (`d=11`, or `11`)."""
+    keys = list(names) if names is not None else [None] * len(list(values))
+    return [
+        f"{key}={value}" if key else str(value)
+        for key, value in zip(keys, values)
+        if type(value) is int
+    ]
 
 
 def _sizes(values: list[Any]) -> list[Any]:
