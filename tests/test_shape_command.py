@@ -133,3 +133,15 @@ def test_a_folder_holding_a_package_imports_its_files_as_modules(
         done.stdout.splitlines()[-1]
         == "checked 2 functions: 2 errors, 0 notes, 0 skipped"
     )
+
+
+def test_allow_empty_exits_0_when_there_is_nothing_to_check(tmp_path: Path) -> None:
+    # pre-commit hands the check the files a commit changed: none may hold a
+    # transform. Without the flag, nothing checked is a failure.
+    (tmp_path / "plain.py").write_text("x = 1\n")
+    done = _run("check", "--allow-empty", "plain.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == [
+        "checked 0 functions: 0 errors, 0 notes, 0 skipped"
+    ]
+    assert _run("check", "plain.py", cwd=tmp_path).returncode == 1
