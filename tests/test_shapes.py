@@ -973,6 +973,59 @@ def test_static_values_are_named_only_when_some_runs_passed() -> None:
     (error,) = treespec.check_shapes(always).problems
     assert "(with" not in error.message
 
+    @treespec.jit
+    def every_run(
+        x: Float[Array, "n"], mode: Static[Literal["x"]], flag: bool
+    ) -> Float[Array, "n"]:
+        return x[1:]  # in every run: mode='x' in each, yet not named
+
+    (error,) = treespec.check_shapes(every_run).problems
+    assert error.severity == "error" and "(with" not in error.message, str(error)
+
+
+def test_with_constraints_given_an_undecidable_comparison_is_a_note() -> None:
+    @treespec.jit
+    def window(x: Float[Array, "n"]) -> Float[Array, "n"]:
+        if x.shape[0] > 12:  # n >= 2 does not decide it
+            return x
+        return x[1:]
+
+    (note,) = treespec.check_shapes(window, constraints=("n >= 2",)).problems
+    assert note.severity == "note", str(note)
+    assert note.message.startswith("needs a relation between sizes"), str(note)
+    assert "constraints=('n >= 13',)" in note.message
+
+
+def test_two_sizes_that_must_be_even_get_a_symbol_each() -> None:
+    import ast
+
+    @treespec.jit
+    def quarters(x: Float[Array, "h g"]) -> Float[Array, "h//2 g//2"]:
+        h, g = x.shape
+        return x.reshape(h // 2, 2, g // 2, 2).sum(axis=(1, 3))
+
+    (note,) = treespec.check_shapes(quarters).problems
+    assert note.severity == "note", str(note)
+    found = re.search(r"constraints=(\(.+?\)) \(JAX's syntax\)", note.message)
+    assert found, note.message
+    stated = ast.literal_eval(found.group(1))
+    halves = {c.split("== 2*")[1] for c in stated}
+    assert [c.split(" ==")[0] for c in stated] == ["h", "g"], stated
+    assert len(halves) == 2, stated  # h == 2*k, g == 2*k would make h == g
+    assert treespec.check_shapes(quarters, constraints=stated).ok
+
+
+def test_report_outputs_label_each_run_by_its_own_variant() -> None:
+    @treespec.jit
+    def summed(x: Float[Array, "*batch n"]) -> Float[Array, "*batch"]:
+        return x.sum(-1)
+
+    report = treespec.check_shapes(summed)
+    assert report.ok, str(report)
+    labels = [label for label, _ in report.outputs]
+    assert labels == ["", "each #dim 1 and each *dims/... two dimensions"]
+    assert [len(out.shape) for _, out in report.outputs] == [1, 2]
+
 
 def test_the_value_asked_for_a_nested_static_leaf_names_its_parameter() -> None:
     class Cfg(TypedDict):
@@ -1647,6 +1700,24 @@ def test_a_constructor_refusing_a_witness_size_is_a_note_naming_its_refusal() ->
         note.message
     ), note.message
     assert "constraints=('d == 2*k',)" in note.message, note.message
+
+
+class _IntOnly(eqx.Module):
+    w: jax.Array
+
+    def __init__(self, d: int) -> None:
+        if not isinstance(d, int):  # refuses a symbolic size, in its own words
+            raise TypeError("d must be a Python int")
+        self.w = jnp.zeros((d, d))
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+        return x @ self.w
+
+
+def test_a_constructor_refusing_a_symbolic_size_is_run_at_concrete_sizes() -> None:
+    report = treespec.check_shapes(_IntOnly.__call__)
+    assert report.problems == () and report.outputs, str(report)
 
 
 def test_a_static_int_checked_only_at_its_default_is_said() -> None:
