@@ -1720,6 +1720,73 @@ def test_a_constructor_refusing_a_symbolic_size_is_run_at_concrete_sizes() -> No
     assert report.problems == () and report.outputs, str(report)
 
 
+# Modules built from their constructors all the way down (issue 48, 2).
+
+
+class _ResBlock(eqx.Module):
+    norm: eqx.nn.GroupNorm
+    conv: eqx.nn.Conv2d
+
+    def __init__(self, c: int, groups: int = 4, *, key: PRNGKeyArray) -> None:
+        self.norm = eqx.nn.GroupNorm(groups, c)
+        self.conv = eqx.nn.Conv2d(c, c, 3, padding=1, key=key)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "c h w"]) -> Float[Array, "c h w"]:
+        return x + self.conv(jax.nn.silu(self.norm(x)))
+
+
+class _ResBlockBug(_ResBlock):
+    @treespec.jit
+    def __call__(self, x: Float[Array, "c h w"]) -> Float[Array, "c h w"]:
+        return x[:, 1:] + self.conv(jax.nn.silu(self.norm(x)))  # BUG: one row
+
+
+def test_a_nested_layer_with_annotated_fields_is_built_by_the_users_init() -> None:
+    # GroupNorm's `groups: int` has no default of its own: the block's
+    # constructor says 4, and c must be a multiple of it.
+    report = treespec.check_shapes(_ResBlock.__call__)
+    assert report.errors == () and not any(p.skipped for p in report.problems), str(
+        report
+    )
+    (error,) = treespec.check_shapes(_ResBlockBug.__call__).errors
+    assert error.line == _line(_ResBlockBug.__call__, "# BUG"), str(error)
+
+
+class _EqxAttention(eqx.Module):
+    attn: eqx.nn.MultiheadAttention
+
+    def __init__(self, d: int, *, key: PRNGKeyArray) -> None:
+        self.attn = eqx.nn.MultiheadAttention(num_heads=4, query_size=d, key=key)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+        return self.attn(x, x, x)
+
+
+class _NnxAttention(nnx.Module):
+    def __init__(self, d: int, *, rngs: nnx.Rngs) -> None:
+        self.attn = nnx.MultiHeadAttention(4, d, rngs=rngs, decode=False)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+        return self.attn(x)
+
+
+@pytest.mark.parametrize("cls", [_EqxAttention, _NnxAttention], ids=["eqx", "nnx"])
+def test_attention_with_several_heads_inside_a_users_module_is_built(
+    cls: Any,
+) -> None:
+    report = treespec.check_shapes(cls.__call__)
+    assert report.errors == (), str(report)
+    assert not any(p.skipped for p in report.problems), str(report)
+
+
+def test_a_constructors_own_refusal_is_shown_in_the_note() -> None:
+    report = treespec.check_shapes(_NnxAttention.__call__)
+    assert any("must be divisible" in p.message for p in report.notes), str(report)
+
+
 def test_a_static_int_checked_only_at_its_default_is_said() -> None:
     # So that a user knows `groups` was checked at 1 only (issue 40, 4).
     @treespec.jit
