@@ -26,10 +26,11 @@ dimensions where arrays go and concrete values where static leaves go.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -48,10 +49,15 @@ from .._model.spec import (
     UnionNode,
 )
 from .._runtime.classes import is_namedtuple, is_nnx
-from .._runtime.dims import DIM_NAME, bound_dims
-from .._runtime.resolve import walk_value
+from .._runtime.dims import DIM_NAME
 from .._runtime.typing_forms import is_jaxtyping_array
-from .construct import NeedsConcrete, Refused, construct, field_defaults
+from .construct import (
+    NeedsConcrete,
+    Refused,
+    by_init,
+    field_defaults,
+    has_own_init,
+)
 from .leaves import dtype_of, finite_values, modes_of
 
 __all__ = [
@@ -60,8 +66,6 @@ __all__ = [
     "MissingValue",
     "NO_DEFAULT",
     "abstract_value",
-    "given_sizes",
-    "symbols_for",
 ]
 
 #: What a parameter or field without a default has (a signature's own mark).
@@ -79,6 +83,10 @@ class CannotBuild(Exception):
         super().__init__(f"{path}: {why}")
         self.path = path
         self.why = why
+
+
+class _FieldsInstead(Exception):
+    """A class whose `__init__` could not make it: its fields stand."""
 
 
 class MissingValue(Exception):
@@ -106,37 +114,6 @@ def _struct(shape: Any, dtype: Any) -> Any:
     return jax.ShapeDtypeStruct(shape, dtype)  # type: ignore[no-untyped-call]
 
 
-def given_sizes(value: Any, node: Node, name: str) -> dict[str, int]:
-    """The dimension sizes a value given binds, by name: the concrete leaves
-    that jaxtyping annotations describe (the first binding of a name kept).
-    The arguments built around a given model use them, not symbols."""
-    infos, _, _ = walk_value(value, node, path=name, argument=name, check=False)
-    sizes: dict[str, int] = {}
-    for info, leaf in zip(infos, jax.tree_util.tree_leaves(value)):
-        annotation = getattr(info.node, "annotation", None)
-        shape = getattr(leaf, "shape", None)
-        if not is_jaxtyping_array(annotation) or shape is None:
-            continue
-        if not all(isinstance(d, int) for d in shape):
-            continue
-        try:
-            dims = bound_dims(annotation, shape)
-        except (TypeError, ValueError):  # a shape the annotation does not fit
-            continue
-        for dim, size in dims:
-            if isinstance(size, int):
-                sizes.setdefault(dim, size)
-    return sizes
-
-
-def symbols_for(names: Sequence[str], constraints: Sequence[str]) -> dict[str, Any]:
-    """One JAX symbol per dimension name, all in one scope with `constraints`."""
-    if not names:
-        return {}
-    symbols = jax.export.symbolic_shape(", ".join(names), constraints=constraints)
-    return dict(zip(names, symbols))
-
-
 @dataclasses.dataclass
 class Builder:
     """Builds one call's abstract arguments.
@@ -161,6 +138,8 @@ class Builder:
     #: The checked function's dimension names (`leaves.declared_names`).
     declared: frozenset[str] = frozenset()
     _anonymous: int = 0
+    #: How many instances were made by their constructor so far.
+    inits: int = 0
 
     def build(
         self,
@@ -313,6 +292,7 @@ class Builder:
             raise CannotBuild(path, f"{node.text} contains itself")
         defaults = field_defaults(cls)
         self._classes.append(cls)
+        inits, before = self.inits, dict(self.assumed)
         try:
             values = {
                 name: self.build(
@@ -324,6 +304,14 @@ class Builder:
             return self._constructed(cls, path, error)
         finally:
             self._classes.pop()
+        if self.inits > inits and has_own_init(cls):
+            # A layer of it was made by its constructor on its own; the
+            # class's `__init__` says how it makes its layers, sizes and
+            # counts, so it makes the whole (else the fields stand).
+            by_fields, self.assumed = self.assumed, before
+            with contextlib.suppress(_FieldsInstead):
+                return self._constructed(cls, path, _FieldsInstead())
+            self.assumed = by_fields
         if is_namedtuple(cls):
             return cls(**values)
         # The class's `__init__` may compute fields, draw weights or need a
@@ -335,29 +323,27 @@ class Builder:
 
     def _constructed(self, cls: type, path: str, error: Exception) -> Any:
         """An instance made by the class's own `__init__` (`construct.py`),
-        else what its fields could not say (`error`)."""
-
-        def size_of(name: str, new: bool) -> Any:
-            # The first pass records the names: those the annotations give
-            # (seen so far, or declared by the function), and new ones.
-            if self.sizes is None:
-                known = name in self.names or name in self.declared
-                if not (known or new):
-                    return None
-                self.names.setdefault(name)
-                return 2
-            return self.sizes.get(name)
-
+        else what its fields could not say (`error`); a refusal of the sizes
+        of a run, a `CannotBuild` that names it."""
+        self.inits += 1
         try:
-            return construct(cls, size_of, self.assumed, path)
+            return by_init(cls, path, self.sizes, self._named, self.assumed)
         except NeedsConcrete:
             raise
         except Refused as refused:
-            if self.sizes is None:  # the first pass's placeholder sizes
+            if self.sizes is None:  # every stand-in of the first pass refused
                 raise error from None
             raise CannotBuild(path, str(refused)) from None
         except Exception:
             raise error from None
+
+    def _named(self, name: str, new: bool) -> bool:
+        """Whether a constructor's `int` is a dimension (recorded): one the
+        annotations give (seen so far, or declared by the function), or new."""
+        if not (new or name in self.names or name in self.declared):
+            return False
+        self.names.setdefault(name)
+        return True
 
     def _union(
         self,

@@ -28,8 +28,6 @@ from .abstract import (
     Builder,
     CannotBuild,
     MissingValue,
-    given_sizes,
-    symbols_for,
 )
 from .construct import NeedsConcrete, assumptions_text
 from .leaves import declared_names, rounded_names
@@ -43,6 +41,7 @@ from .outcomes import (
 )
 from .report import ShapeIssue, ShapeReport
 from .runs import Run, combinations, common
+from .sizes import given_sizes, symbols_for
 from .tracing import splitter_for, trace
 from .user_code import (
     called_at,

@@ -143,7 +143,7 @@ def decide(
     sizes, issue = failed[0]
     message = by_names(issue.message, sizes)
     if len(failed) == len(results):
-        if issue.severity == "note":
+        if issue.severity == "note" and not _division(issue):
             return dataclasses.replace(issue, message=message)
         plain = [(s, found) for s, found in failed if not _division(found)]
         if plain:  # a failure that is no division (the first): the error
@@ -191,7 +191,7 @@ def decide(
 #: the sign of a relation the annotations may not state.
 _DIVISION = re.compile(
     r"equal division|evenly divid|not divisible|divisible by|remainder|"
-    r"cannot reshape|Cannot divide|does not divide|not a multiple of|"
+    r"cannot reshape|Cannot divide|does not divide|must divide|not a multiple of|"
     r"[(,] ?0[,)]",  # an axis of size 0: `h // kv` where kv > h
     re.I,
 )

@@ -1,0 +1,47 @@
+"""The sizes of a shape check: those a value given binds, by dimension name,
+and one JAX symbol per name, in one scope with the constraints given."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+
+from .._model.spec import Node
+from .._runtime.dims import bound_dims
+from .._runtime.resolve import walk_value
+from .._runtime.typing_forms import is_jaxtyping_array
+
+__all__ = ["given_sizes", "symbols_for"]
+
+
+def given_sizes(value: Any, node: Node, name: str) -> dict[str, int]:
+    """The dimension sizes a value given binds, by name: the concrete leaves
+    that jaxtyping annotations describe (the first binding of a name kept).
+    The arguments built around a given model use them, not symbols."""
+    infos, _, _ = walk_value(value, node, path=name, argument=name, check=False)
+    sizes: dict[str, int] = {}
+    for info, leaf in zip(infos, jax.tree_util.tree_leaves(value)):
+        annotation = getattr(info.node, "annotation", None)
+        shape = getattr(leaf, "shape", None)
+        if not is_jaxtyping_array(annotation) or shape is None:
+            continue
+        if not all(isinstance(d, int) for d in shape):
+            continue
+        try:
+            dims = bound_dims(annotation, shape)
+        except (TypeError, ValueError):  # a shape the annotation does not fit
+            continue
+        for dim, size in dims:
+            if isinstance(size, int):
+                sizes.setdefault(dim, size)
+    return sizes
+
+
+def symbols_for(names: Sequence[str], constraints: Sequence[str]) -> dict[str, Any]:
+    """One JAX symbol per dimension name, all in one scope with `constraints`."""
+    if not names:
+        return {}
+    symbols = jax.export.symbolic_shape(", ".join(names), constraints=constraints)
+    return dict(zip(names, symbols))
