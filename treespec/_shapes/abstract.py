@@ -157,7 +157,7 @@ class Builder:
         if given:
             return abstract_value(default)
         if default is None and isinstance(node, UnionNode):
-            return self._union(node, path, marker, prefer_value=True)
+            return _union(self, node, path, marker, prefer_value=True)
         if default is not NO_DEFAULT:
             modes = modes_of(node, marker, default)
             if modes is not None:  # every mode, the default first
@@ -345,28 +345,6 @@ class Builder:
         self.names.setdefault(name)
         return True
 
-    def _union(
-        self,
-        node: UnionNode,
-        path: str,
-        marker: Marker | None,
-        prefer_value: bool = False,
-    ) -> Any:
-        # Its first member (None aside); when that cannot be built, never a
-        # later one as a guess (`optax.OptState`): None if it has it, else
-        # no value (the function is skipped, naming it).
-        has_none = any(isinstance(member, NoneNode) for member in node.members)
-        for member in node.members:
-            if isinstance(member, NoneNode):
-                continue
-            try:
-                return self.build(member, path, marker=marker)
-            except (CannotBuild, MissingValue):
-                if has_none:
-                    return None
-                raise MissingValue(path, node.text or "a union") from None
-        return None
-
     _BUILDERS: typing.ClassVar[dict[type, Callable[..., Any]]] = {
         LeafNode: _leaf,
         AnyNode: _any,
@@ -375,5 +353,30 @@ class Builder:
         SequenceNode: _sequence,
         MappingNode: _mapping,
         ClassNode: _class,
-        UnionNode: _union,
     }
+
+
+def _union(
+    builder: Builder,
+    node: UnionNode,
+    path: str,
+    marker: Marker | None,
+    prefer_value: bool = False,
+) -> Any:
+    """A union as its first member (None aside); when that cannot be built,
+    never a later one as a guess (`optax.OptState`): None if it has it, else
+    no value (the function is skipped, naming it)."""
+    has_none = any(isinstance(member, NoneNode) for member in node.members)
+    for member in node.members:
+        if isinstance(member, NoneNode):
+            continue
+        try:
+            return builder.build(member, path, marker=marker)
+        except (CannotBuild, MissingValue):
+            if has_none:
+                return None
+            raise MissingValue(path, node.text or "a union") from None
+    return None
+
+
+Builder._BUILDERS[UnionNode] = _union  # a union builds its members
