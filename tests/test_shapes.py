@@ -1782,6 +1782,12 @@ def test_attention_with_several_heads_inside_a_users_module_is_built(
     assert not any(p.skipped for p in report.problems), str(report)
 
 
+def test_constraints_given_hold_at_the_witnesses_a_constructor_is_run_at() -> None:
+    # `d == 4*k` stated: the witnesses are k's, d four times it, never d=11.
+    stated = treespec.check_shapes(_NnxAttention.__call__, constraints=("d == 4*k",))
+    assert stated.problems == () and stated.outputs, str(stated)
+
+
 def test_a_constructors_own_refusal_is_shown_in_the_note() -> None:
     report = treespec.check_shapes(_NnxAttention.__call__)
     assert any("must be divisible" in p.message for p in report.notes), str(report)
