@@ -41,7 +41,7 @@ from .outcomes import (
 )
 from .report import ShapeIssue, ShapeReport
 from .runs import Run, combinations, common
-from .sizes import given_sizes, symbols_for
+from .sizes import constrained, given_sizes, symbols_for
 from .tracing import splitter_for, trace
 from .user_code import (
     called_at,
@@ -306,8 +306,9 @@ class _Checker:
         builder = self._builder(run, sizes)
         try:
             args, kwargs = self._arguments(builder)
-        except NeedsConcrete as error:
-            return self._witnessed(run, free, fixed, str(error))
+        except NeedsConcrete as error:  # the witnesses satisfy the constraints
+            given = sizes if self.constraints else None
+            return self._witnessed(run, free, fixed, str(error), given)
         finally:
             self._assumed.update(builder.assumed)
         found = self._trace(args, kwargs)
@@ -332,12 +333,19 @@ class _Checker:
         return Builder(sizes, run.chosen, run.variant, declared=self.declared)
 
     def _witnessed(
-        self, run: Run, free: list[str], fixed: dict[str, Any], symbolic: str
+        self,
+        run: Run,
+        free: list[str],
+        fixed: dict[str, Any],
+        symbolic: str,
+        symbols: Mapping[str, Any] | None = None,
     ) -> Any:
-        """The run again at concrete witness sizes (see `witness.decide`)."""
+        """The run again at concrete witness sizes (see `witness.decide`),
+        which satisfy the constraints given (`symbols`, made with them)."""
+        names, at = constrained(symbols or {}, free)
 
         def trace_at(sizes: dict[str, int]) -> Any:
-            every = {**sizes, **fixed}
+            every = {**at(sizes), **fixed}
             builder = self._builder(run, every)
             try:
                 args = self._arguments(builder)
@@ -349,7 +357,7 @@ class _Checker:
                 self._assumed.update(builder.assumed)
             return self._trace(*args)
 
-        return witness.decide(trace_at, free, symbolic, self.t.inner, self.rounded)
+        return witness.decide(trace_at, names, symbolic, self.t.inner, self.rounded)
 
     def _record(self, issue: ShapeIssue, run: Run, runs: int) -> None:
         key = (issue.severity, issue.line, issue.message)

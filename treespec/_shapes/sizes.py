@@ -1,9 +1,10 @@
 """The sizes of a shape check: those a value given binds, by dimension name,
-and one JAX symbol per name, in one scope with the constraints given."""
+one JAX symbol per name, in one scope with the constraints given, and the
+names' sizes at witnesses of the symbols the constraints leave."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -13,7 +14,7 @@ from .._runtime.dims import bound_dims
 from .._runtime.resolve import walk_value
 from .._runtime.typing_forms import is_jaxtyping_array
 
-__all__ = ["given_sizes", "symbols_for"]
+__all__ = ["constrained", "given_sizes", "symbols_for"]
 
 
 def given_sizes(value: Any, node: Node, name: str) -> dict[str, int]:
@@ -45,3 +46,27 @@ def symbols_for(names: Sequence[str], constraints: Sequence[str]) -> dict[str, A
         return {}
     symbols = jax.export.symbolic_shape(", ".join(names), constraints=constraints)
     return dict(zip(names, symbols))
+
+
+def constrained(
+    symbols: Mapping[str, Any], names: Sequence[str]
+) -> tuple[list[str], Callable[[Mapping[str, int]], dict[str, int]]]:
+    """Where constraints are given, the symbols they leave free (`d == 4*k`
+    leaves `k`) and each name's size at values of those, so that witnesses
+    satisfy the constraints; the names themselves where none relate them."""
+    if not all(
+        hasattr(symbols.get(n), "_evaluate") and hasattr(symbols.get(n), "get_vars")
+        for n in names
+    ):
+        return list(names), dict  # no symbols, or a JAX that cannot evaluate
+    free: dict[str, None] = {}
+    for name in names:
+        free.update(dict.fromkeys(sorted(symbols[name].get_vars())))
+
+    def at(values: Mapping[str, int]) -> dict[str, int]:
+        sizes = {}
+        for name in names:
+            sizes[name] = int(symbols[name]._evaluate(dict(values)))
+        return sizes
+
+    return list(free), at
