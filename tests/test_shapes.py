@@ -82,13 +82,13 @@ def test_a_checked_function_under_site_packages_is_still_the_users_code(
     # An installed package of the user's (`pip install .` of their project):
     # its file lies in a library folder, yet the error is reported at its line
     # (the checked function's file is the user's, wherever it lies).
-    from treespec._shapes import user_code
+    from treespec._shapes import owners
 
     library = tmp_path / "site-packages"
     library.mkdir()
     (library / "installed_model.py").write_text(_INSTALLED)
-    folders = (*user_code._LIBRARY_DIRS, str(library.resolve()))
-    monkeypatch.setattr(user_code, "_LIBRARY_DIRS", folders)
+    folders = (*owners._SITE_DIRS, str(library.resolve()))
+    monkeypatch.setattr(owners, "_SITE_DIRS", folders)
     monkeypatch.syspath_prepend(str(library))
     monkeypatch.delitem(sys.modules, "installed_model", raising=False)
     import installed_model  # type: ignore[import-not-found]
@@ -974,6 +974,59 @@ def test_static_values_are_named_only_when_some_runs_passed() -> None:
     (error,) = treespec.check_shapes(always).problems
     assert "(with" not in error.message
 
+    @treespec.jit
+    def every_run(
+        x: Float[Array, "n"], mode: Static[Literal["x"]], flag: bool
+    ) -> Float[Array, "n"]:
+        return x[1:]  # in every run: mode='x' in each, yet not named
+
+    (error,) = treespec.check_shapes(every_run).problems
+    assert error.severity == "error" and "(with" not in error.message, str(error)
+
+
+def test_with_constraints_given_an_undecidable_comparison_is_a_note() -> None:
+    @treespec.jit
+    def window(x: Float[Array, "n"]) -> Float[Array, "n"]:
+        if x.shape[0] > 12:  # n >= 2 does not decide it
+            return x
+        return x[1:]
+
+    (note,) = treespec.check_shapes(window, constraints=("n >= 2",)).problems
+    assert note.severity == "note", str(note)
+    assert note.message.startswith("needs a relation between sizes"), str(note)
+    assert "constraints=('n >= 13',)" in note.message
+
+
+def test_two_sizes_that_must_be_even_get_a_symbol_each() -> None:
+    import ast
+
+    @treespec.jit
+    def quarters(x: Float[Array, "h g"]) -> Float[Array, "h//2 g//2"]:
+        h, g = x.shape
+        return x.reshape(h // 2, 2, g // 2, 2).sum(axis=(1, 3))
+
+    (note,) = treespec.check_shapes(quarters).problems
+    assert note.severity == "note", str(note)
+    found = re.search(r"constraints=(\(.+?\)) \(JAX's syntax\)", note.message)
+    assert found, note.message
+    stated = ast.literal_eval(found.group(1))
+    halves = {c.split("== 2*")[1] for c in stated}
+    assert [c.split(" ==")[0] for c in stated] == ["h", "g"], stated
+    assert len(halves) == 2, stated  # h == 2*k, g == 2*k would make h == g
+    assert treespec.check_shapes(quarters, constraints=stated).ok
+
+
+def test_report_outputs_label_each_run_by_its_own_variant() -> None:
+    @treespec.jit
+    def summed(x: Float[Array, "*batch n"]) -> Float[Array, "*batch"]:
+        return x.sum(-1)
+
+    report = treespec.check_shapes(summed)
+    assert report.ok, str(report)
+    labels = [label for label, _ in report.outputs]
+    assert labels == ["", "each #dim 1 and each *dims/... two dimensions"]
+    assert [len(out.shape) for _, out in report.outputs] == [1, 2]
+
 
 def test_the_value_asked_for_a_nested_static_leaf_names_its_parameter() -> None:
     class Cfg(TypedDict):
@@ -1124,6 +1177,8 @@ def test_the_constraint_suggested_for_n_greater_than_2_is_n_at_least_3() -> None
 
     text = "Symbolic dimension comparison 'n' > '2' is inconclusive."
     assert suggestion(text) == "n >= 3"
+    assert suggestion(text, "n", {"n": 2}) == "n <= 2"  # where it ran
+    assert suggestion(text, "n", {"n": 5}) == "n >= 3"
 
     @treespec.jit
     def window(x: Float[Array, "n"]) -> Float[Array, "n"]:
@@ -1135,6 +1190,19 @@ def test_the_constraint_suggested_for_n_greater_than_2_is_n_at_least_3() -> None
     assert note.severity == "note"
     assert "constraints=('n >= 13',)" in note.message, note.message
     assert treespec.check_shapes(window, constraints=("n >= 13",)).ok
+
+
+def test_a_threshold_note_suggests_the_side_at_which_the_code_runs() -> None:
+    @treespec.jit
+    def window(x: Float[Array, "n"]) -> Float[Array, "n"]:
+        if x.shape[0] > 12:
+            return x[1:]  # wrong above the threshold: the code runs below it
+        return x
+
+    (note,) = treespec.check_shapes(window).problems
+    assert note.severity == "note"
+    assert "constraints=('n <= 12',)" in note.message, note.message
+    assert treespec.check_shapes(window, constraints=("n <= 12",)).ok
 
 
 # Symbolic where JAX decides, concrete witnesses where it cannot (issue 40,
@@ -1198,6 +1266,44 @@ def test_witness_sizes_are_written_as_names_at_the_end_of_a_sentence_too() -> No
     sizes = {"h": 11, "w": 13}
     text = "but width // 1 != 11. got (143,), 2.5 and n=11"
     assert by_names(text, sizes) == "but width // 1 != h. got (h*w,), 2.5 and n=11"
+    assert by_names("(called at line 22)", sizes) == "(called at line 22)"
+
+
+_CALLED_AT_22 = """
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+import treespec
+
+
+def helper(q, k):
+    return q @ k  # k not transposed
+
+
+@treespec.jit
+def attend(q: Float[Array, "t d"], k: Float[Array, "s d"]) -> Float[Array, "t s"]:
+    scale = q.shape[-1] ** -0.5  # a size used as a number: witnesses decide
+{padding}
+    return helper(q, k) * scale
+"""
+
+
+def test_a_line_number_is_never_written_as_a_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The call is at line 22, twice the first witness size (11).
+    head = _CALLED_AT_22.format(padding="").splitlines()
+    padding = "\n".join(["    # ..."] * (23 - len(head)))
+    text = _CALLED_AT_22.format(padding=padding)
+    assert text.splitlines()[21].strip() == "return helper(q, k) * scale"
+    (tmp_path / "called_at_22.py").write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "called_at_22", raising=False)
+    import called_at_22  # type: ignore[import-not-found]
+
+    (error,) = treespec.check_shapes(called_at_22.attend).errors
+    assert "(called at line 22)" in error.message, error.message
+    assert error.line == 9  # the helper's line
 
 
 def test_a_bug_after_a_size_used_as_a_number_is_found_at_concrete_sizes() -> None:
@@ -1572,6 +1678,120 @@ def test_a_count_a_constructor_takes_is_1_and_said() -> None:
     assert report.errors == () and report.outputs, str(report)
     (note,) = report.notes
     assert "self.n_layers=1" in note.message and "self=..." in note.message
+
+
+class _EvenHeads(eqx.Module):
+    proj: eqx.nn.Linear
+
+    def __init__(self, d: int, key: PRNGKeyArray) -> None:
+        if d % 2:  # the constructor's own refusal, at odd sizes only
+            raise ValueError(f"d={d} is not divisible by the 2 heads")
+        self.proj = eqx.nn.Linear(d, d, key=key)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+        return jax.vmap(self.proj)(x)
+
+
+def test_a_constructor_refusing_a_witness_size_is_a_note_naming_its_refusal() -> None:
+    report = treespec.check_shapes(_EvenHeads.__call__)  # never raises
+    assert report.errors == (), str(report)
+    (note,) = report.notes
+    assert "_EvenHeads(d=11) refused: ValueError: d=11 is not divisible" in (
+        note.message
+    ), note.message
+    assert "constraints=('d == 2*k',)" in note.message, note.message
+
+
+class _IntOnly(eqx.Module):
+    w: jax.Array
+
+    def __init__(self, d: int) -> None:
+        if not isinstance(d, int):  # refuses a symbolic size, in its own words
+            raise TypeError("d must be a Python int")
+        self.w = jnp.zeros((d, d))
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+        return x @ self.w
+
+
+def test_a_constructor_refusing_a_symbolic_size_is_run_at_concrete_sizes() -> None:
+    report = treespec.check_shapes(_IntOnly.__call__)
+    assert report.problems == () and report.outputs, str(report)
+
+
+# Modules built from their constructors all the way down (issue 48, 2).
+
+
+class _ResBlock(eqx.Module):
+    norm: eqx.nn.GroupNorm
+    conv: eqx.nn.Conv2d
+
+    def __init__(self, c: int, groups: int = 4, *, key: PRNGKeyArray) -> None:
+        self.norm = eqx.nn.GroupNorm(groups, c)
+        self.conv = eqx.nn.Conv2d(c, c, 3, padding=1, key=key)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "c h w"]) -> Float[Array, "c h w"]:
+        return x + self.conv(jax.nn.silu(self.norm(x)))
+
+
+class _ResBlockBug(_ResBlock):
+    @treespec.jit
+    def __call__(self, x: Float[Array, "c h w"]) -> Float[Array, "c h w"]:
+        return x[:, 1:] + self.conv(jax.nn.silu(self.norm(x)))  # BUG: one row
+
+
+def test_a_nested_layer_with_annotated_fields_is_built_by_the_users_init() -> None:
+    # GroupNorm's `groups: int` has no default of its own: the block's
+    # constructor says 4, and c must be a multiple of it.
+    report = treespec.check_shapes(_ResBlock.__call__)
+    assert report.errors == () and not any(p.skipped for p in report.problems), str(
+        report
+    )
+    (error,) = treespec.check_shapes(_ResBlockBug.__call__).errors
+    assert error.line == _line(_ResBlockBug.__call__, "# BUG"), str(error)
+
+
+class _EqxAttention(eqx.Module):
+    attn: eqx.nn.MultiheadAttention
+
+    def __init__(self, d: int, *, key: PRNGKeyArray) -> None:
+        self.attn = eqx.nn.MultiheadAttention(num_heads=4, query_size=d, key=key)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+        return self.attn(x, x, x)
+
+
+class _NnxAttention(nnx.Module):
+    def __init__(self, d: int, *, rngs: nnx.Rngs) -> None:
+        self.attn = nnx.MultiHeadAttention(4, d, rngs=rngs, decode=False)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+        return self.attn(x)
+
+
+@pytest.mark.parametrize("cls", [_EqxAttention, _NnxAttention], ids=["eqx", "nnx"])
+def test_attention_with_several_heads_inside_a_users_module_is_built(
+    cls: Any,
+) -> None:
+    report = treespec.check_shapes(cls.__call__)
+    assert report.errors == (), str(report)
+    assert not any(p.skipped for p in report.problems), str(report)
+
+
+def test_constraints_given_hold_at_the_witnesses_a_constructor_is_run_at() -> None:
+    # `d == 4*k` stated: the witnesses are k's, d four times it, never d=11.
+    stated = treespec.check_shapes(_NnxAttention.__call__, constraints=("d == 4*k",))
+    assert stated.problems == () and stated.outputs, str(stated)
+
+
+def test_a_constructors_own_refusal_is_shown_in_the_note() -> None:
+    report = treespec.check_shapes(_NnxAttention.__call__)
+    assert any("must be divisible" in p.message for p in report.notes), str(report)
 
 
 def test_a_static_int_checked_only_at_its_default_is_said() -> None:

@@ -91,6 +91,16 @@ def test_a_variadic_dimension_binds_a_tuple_of_symbolic_sizes() -> None:
         jax.export.export(v)(_spec(b, c, n), _spec(c, b))
 
 
+def test_a_variadic_dimension_may_be_no_dimension_at_all() -> None:
+    @treespec.jit
+    def v(x: Float[Array, "*batch n"], y: Float[Array, "*batch"]) -> jax.Array:
+        return x.sum(-1) + y
+
+    (n,) = jax.export.symbolic_shape("n")
+    exported = jax.export.export(v)(_spec(n), _spec())  # zero batch dimensions
+    assert exported.out_avals[0].shape == ()
+
+
 def test_a_concrete_argument_is_compared_with_a_symbolic_binding() -> None:
     (b,) = jax.export.symbolic_shape("b")
     with pytest.raises(ValidationError, match="argument y"):

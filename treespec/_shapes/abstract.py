@@ -26,10 +26,11 @@ dimensions where arrays go and concrete values where static leaves go.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -50,7 +51,13 @@ from .._model.spec import (
 from .._runtime.classes import is_namedtuple, is_nnx
 from .._runtime.dims import DIM_NAME
 from .._runtime.typing_forms import is_jaxtyping_array
-from .construct import NeedsConcrete, construct, field_defaults
+from .construct import (
+    NeedsConcrete,
+    Refused,
+    by_init,
+    field_defaults,
+    has_own_init,
+)
 from .leaves import dtype_of, finite_values, modes_of
 from .scopes import InstanceScopes
 
@@ -60,7 +67,6 @@ __all__ = [
     "MissingValue",
     "NO_DEFAULT",
     "abstract_value",
-    "symbols_for",
 ]
 
 #: What a parameter or field without a default has (a signature's own mark).
@@ -78,6 +84,10 @@ class CannotBuild(Exception):
         super().__init__(f"{path}: {why}")
         self.path = path
         self.why = why
+
+
+class _FieldsInstead(Exception):
+    """A class whose `__init__` could not make it: its fields stand."""
 
 
 class MissingValue(Exception):
@@ -103,14 +113,6 @@ def abstract_value(value: Any) -> Any:
 
 def _struct(shape: Any, dtype: Any) -> Any:
     return jax.ShapeDtypeStruct(shape, dtype)  # type: ignore[no-untyped-call]
-
-
-def symbols_for(names: Sequence[str], constraints: Sequence[str]) -> dict[str, Any]:
-    """One JAX symbol per dimension name, all in one scope with `constraints`."""
-    if not names:
-        return {}
-    symbols = jax.export.symbolic_shape(", ".join(names), constraints=constraints)
-    return dict(zip(names, symbols))
 
 
 def _sequence(
@@ -172,6 +174,8 @@ class Builder:
     #: Which instances bind their own names (`scopes.py`).
     scopes: InstanceScopes = dataclasses.field(default_factory=InstanceScopes)
     _anonymous: int = 0
+    #: How many instances were made by their constructor so far.
+    inits: int = 0
 
     def build(
         self,
@@ -189,7 +193,7 @@ class Builder:
         if given:
             return abstract_value(default)
         if default is None and isinstance(node, UnionNode):
-            return self._union(node, path, marker, prefer_value=True)
+            return _union(self, node, path, marker, prefer_value=True)
         if default is not NO_DEFAULT:
             modes = modes_of(node, marker, default)
             if modes is not None:  # every mode, the default first
@@ -301,6 +305,7 @@ class Builder:
         defaults = field_defaults(cls)
         self._classes.append(cls)
         self.scopes.enter(cls, path)
+        inits, before = self.inits, dict(self.assumed)
         try:
             values = {
                 name: self.build(
@@ -313,6 +318,14 @@ class Builder:
         finally:
             self._classes.pop()
             self.scopes.leave()
+        if self.inits > inits and has_own_init(cls):
+            # A layer of it was made by its constructor on its own; the
+            # class's `__init__` says how it makes its layers, sizes and
+            # counts, so it makes the whole (else the fields stand).
+            by_fields, self.assumed = self.assumed, before
+            with contextlib.suppress(_FieldsInstead):
+                return self._constructed(cls, path, _FieldsInstead())
+            self.assumed = by_fields
         if is_namedtuple(cls):
             return cls(**values)
         # The class's `__init__` may compute fields, draw weights or need a
@@ -324,47 +337,27 @@ class Builder:
 
     def _constructed(self, cls: type, path: str, error: Exception) -> Any:
         """An instance made by the class's own `__init__` (`construct.py`),
-        else what its fields could not say (`error`)."""
-
-        def size_of(name: str, new: bool) -> Any:
-            # The first pass records the names: those the annotations give
-            # (seen so far, or declared by the function), and new ones.
-            if self.sizes is None:
-                known = name in self.names or name in self.declared
-                if not (known or new):
-                    return None
-                self.names.setdefault(name)
-                return 2
-            return self.sizes.get(name)
-
+        else what its fields could not say (`error`); a refusal of the sizes
+        of a run, a `CannotBuild` that names it."""
+        self.inits += 1
         try:
-            return construct(cls, size_of, self.assumed, path)
+            return by_init(cls, path, self.sizes, self._named, self.assumed)
         except NeedsConcrete:
             raise
+        except Refused as refused:
+            if self.sizes is None:  # every stand-in of the first pass refused
+                raise error from None
+            raise CannotBuild(path, str(refused)) from None
         except Exception:
             raise error from None
 
-    def _union(
-        self,
-        node: UnionNode,
-        path: str,
-        marker: Marker | None,
-        prefer_value: bool = False,
-    ) -> Any:
-        # Its first member (None aside); when that cannot be built, never a
-        # later one as a guess (`optax.OptState`): None if it has it, else
-        # no value (the function is skipped, naming it).
-        has_none = any(isinstance(member, NoneNode) for member in node.members)
-        for member in node.members:
-            if isinstance(member, NoneNode):
-                continue
-            try:
-                return self.build(member, path, marker=marker)
-            except (CannotBuild, MissingValue):
-                if has_none:
-                    return None
-                raise MissingValue(path, node.text or "a union") from None
-        return None
+    def _named(self, name: str, new: bool) -> bool:
+        """Whether a constructor's `int` is a dimension (recorded): one the
+        annotations give (seen so far, or declared by the function), or new."""
+        if not (new or name in self.names or name in self.declared):
+            return False
+        self.names.setdefault(name)
+        return True
 
     _BUILDERS: typing.ClassVar[dict[type, Callable[..., Any]]] = {
         LeafNode: _leaf,
@@ -374,5 +367,30 @@ class Builder:
         SequenceNode: _sequence,
         MappingNode: _mapping,
         ClassNode: _class,
-        UnionNode: _union,
     }
+
+
+def _union(
+    builder: Builder,
+    node: UnionNode,
+    path: str,
+    marker: Marker | None,
+    prefer_value: bool = False,
+) -> Any:
+    """A union as its first member (None aside); when that cannot be built,
+    never a later one as a guess (`optax.OptState`): None if it has it, else
+    no value (the function is skipped, naming it)."""
+    has_none = any(isinstance(member, NoneNode) for member in node.members)
+    for member in node.members:
+        if isinstance(member, NoneNode):
+            continue
+        try:
+            return builder.build(member, path, marker=marker)
+        except (CannotBuild, MissingValue):
+            if has_none:
+                return None
+            raise MissingValue(path, node.text or "a union") from None
+    return None
+
+
+Builder._BUILDERS[UnionNode] = _union  # a union builds its members

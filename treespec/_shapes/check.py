@@ -28,7 +28,6 @@ from .abstract import (
     Builder,
     CannotBuild,
     MissingValue,
-    symbols_for,
 )
 from .construct import NeedsConcrete, assumptions_text
 from .declared import build_declared, declared_of
@@ -40,10 +39,11 @@ from .outcomes import (
     skipped_text,
     unstated_relation,
 )
-from .relations import given_sizes, relations_needed, relations_text, with_relations
+from .relations import relations_needed, relations_text, with_relations
 from .report import ShapeIssue, ShapeReport
 from .runs import Findings, Run, combinations
 from .scopes import InstanceScopes
+from .sizes import constrained, given_sizes, symbols_for
 from .tracing import splitter_for, trace
 from .user_code import (
     def_line,
@@ -312,8 +312,9 @@ class _Checker:
         builder = self._builder(run, sizes)
         try:
             args, kwargs = self._arguments(builder)
-        except NeedsConcrete as error:
-            return self._witnessed(run, free, fixed, str(error))
+        except NeedsConcrete as error:  # the witnesses satisfy the constraints
+            given = sizes if self.constraints else None
+            return self._witnessed(run, free, fixed, str(error), given)
         finally:
             self._assumed.update(builder.assumed)
         found = self._trace(args, kwargs)
@@ -350,18 +351,31 @@ class _Checker:
         )
 
     def _witnessed(
-        self, run: Run, free: list[str], fixed: dict[str, Any], symbolic: str
+        self,
+        run: Run,
+        free: list[str],
+        fixed: dict[str, Any],
+        symbolic: str,
+        symbols: Mapping[str, Any] | None = None,
     ) -> Any:
-        """The run again at concrete witness sizes (see `witness.decide`)."""
+        """The run again at concrete witness sizes (see `witness.decide`),
+        which satisfy the constraints given (`symbols`, made with them)."""
+        names, at = constrained(symbols or {}, free)
 
         def trace_at(sizes: dict[str, int]) -> Any:
-            every = {**sizes, **fixed}
+            every = {**at(sizes), **fixed}
             builder = self._builder(run, every)
-            args = self._arguments(builder)
-            self._assumed.update(builder.assumed)
+            try:
+                args = self._arguments(builder)
+            except CannotBuild as error:  # a constructor's refusal of sizes
+                return self._at_def("note", f"{error.path} was not built: {error.why}")
+            except MissingValue as error:
+                return self._at_def("note", str(error))
+            finally:
+                self._assumed.update(builder.assumed)
             return self._trace(*args)
 
-        return witness.decide(trace_at, free, symbolic, self.t.inner, self.rounded)
+        return witness.decide(trace_at, names, symbolic, self.t.inner, self.rounded)
 
     def _at_def(self, severity: Literal["error", "note"], message: str) -> ShapeIssue:
         return ShapeIssue(severity, self.t.file, self.t.line, self.t.name, message)

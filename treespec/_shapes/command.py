@@ -6,11 +6,13 @@ transform wraps there (defined there, not imported), checks each with
 MESSAGE` and `FILE:LINE: note: ...` lines, then `checked N functions: E
 errors, I notes, S skipped`. `--format json` prints one JSON object instead.
 
-It behaves as a CI tool: a file is imported as `python FILE` would run it
-(`sys.argv` is `[FILE]`), and one that exits or raises at import is an error
-of its own while the others are still checked; a folder that is not a
-package skips hidden folders, virtual environments, `site-packages`, `build`,
-`dist`, `__pycache__` and `node_modules`. Exits 0 only when every file was
+It behaves as a CI tool: a file of a package is imported as the module it
+is (its package's root on `sys.path`, as mypy and pytest find it), any
+other file as `python FILE` would run it (`sys.argv` is `[FILE]`); one that
+exits or raises at import is an error of its own while the others are still
+checked; a folder that is not a package skips hidden folders, virtual
+environments, `site-packages`, `build`, `dist`, `__pycache__` and
+`node_modules`. Exits 0 only when every file was
 imported and checked and no error was found (notes allowed), 1 when there is
 an error or nothing to check, 2 on a usage error (a path that does not exist,
 found before anything is imported), 130 on Ctrl-C.
@@ -30,7 +32,7 @@ import traceback
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._model.errors import plural
 from .._transforms.base import Transformed
@@ -148,24 +150,52 @@ SKIPPED_FOLDERS = frozenset(
 )
 
 
-def _sources(target: str) -> list[Path] | str:
+class _Module(NamedTuple):
+    """A module imported by its dotted name: a package (its modules walked
+    too), or a file of a package; a failure to import it is reported at
+    `where`, the path or name given."""
+
+    name: str
+    where: str
+    walk: bool = False
+
+
+def _sources(target: str) -> list[Path | _Module]:
     """What a target names, checked before anything is imported: `.py`
-    files (a file, or those of a folder that is not a package), or a
-    package's dotted name (a folder that is one, or a name)."""
+    files (a file, or those of a folder that is not a package), each as the
+    module it is where it lies in a package, or a package to walk (a folder
+    that is one, or a dotted name)."""
     path = Path(target)
     if path.is_file():
-        return [path]
+        return [_module_of(path) or path]
     if path.is_dir():
         if (path / "__init__.py").is_file():
-            sys.path.insert(0, str(path.resolve().parent))
-            return path.name
-        return _python_files(path)
+            module = _module_of(path / "__init__.py")
+            assert module is not None  # the folder is a package
+            return [_Module(module.name, target, walk=True)]
+        return [_module_of(file) or file for file in _python_files(path)]
     dotted = target.split(".")
     if target.endswith(".py") or not all(part.isidentifier() for part in dotted):
         raise _UsageError(f"{target}: no such file or directory")
     if importlib.util.find_spec(dotted[0]) is None:
         raise _UsageError(f"{target}: no such file, directory or module")
-    return target
+    return [_Module(target, target, walk=True)]
+
+
+def _module_of(path: Path) -> _Module | None:
+    """A file of a package as the module it is, found as mypy and pytest find
+    it: up its folders while they hold an `__init__.py`; the folder above the
+    top package goes on `sys.path`. None for a file that is no package's."""
+    folder = path.resolve().parent
+    names = [] if path.name == "__init__.py" else [path.stem]
+    while (folder / "__init__.py").is_file():
+        names.insert(0, folder.name)
+        folder = folder.parent
+    if folder == path.resolve().parent or not all(n.isidentifier() for n in names):
+        return None
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    return _Module(".".join(names), str(path))
 
 
 def _python_files(folder: Path) -> list[Path]:
@@ -182,15 +212,14 @@ def _python_files(folder: Path) -> list[Path]:
     return found
 
 
-def _import(found: list[Path] | str, failed: list[ShapeIssue]) -> list[ModuleType]:
+def _import(found: list[Path | _Module], failed: list[ShapeIssue]) -> list[ModuleType]:
     """The modules of one target; a file that cannot be imported is an error
     in `failed`, and the others are imported all the same."""
-    if isinstance(found, str):
-        return _import_package(found, failed)
     modules = []
-    for path in found:
-        module = _import_file(path, failed)
-        if module is not None:
+    for source in found:
+        if isinstance(source, _Module):
+            modules += _import_module(source, failed)
+        elif (module := _import_file(source, failed)) is not None:
             modules.append(module)
     return modules
 
@@ -217,15 +246,19 @@ def _import_file(path: Path, failed: list[ShapeIssue]) -> ModuleType | None:
     return module
 
 
-def _import_package(name: str, failed: list[ShapeIssue]) -> list[ModuleType]:
+def _import_module(source: _Module, failed: list[ShapeIssue]) -> list[ModuleType]:
     try:
-        package = importlib.import_module(name)
+        package = importlib.import_module(source.name)
     except (Exception, SystemExit) as error:
-        failed.append(_import_error(name, error))
+        failed.append(_import_error(source.where, error))
         return []
     modules = [package]
+    if not source.walk:
+        return modules
     for info in pkgutil.walk_packages(
-        getattr(package, "__path__", []), prefix=f"{name}.", onerror=lambda _: None
+        getattr(package, "__path__", []),
+        prefix=f"{source.name}.",
+        onerror=lambda _: None,
     ):
         try:
             modules.append(importlib.import_module(info.name))

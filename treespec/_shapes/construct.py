@@ -10,7 +10,8 @@ takes it, and a count with none (`num_heads`) 1, said in a note; any other
 `int` (`hidden_size`) is a dimension of its own; a key a key, `rngs` an
 `nnx.Rngs`; anything else its default. A constructor that uses a symbolic
 size as a number (`eqx.nn.Linear`'s `math.sqrt`) needs concrete sizes:
-`NeedsConcrete`, and the run goes to the witnesses.
+`NeedsConcrete`, and the run goes to the witnesses; one that refuses the
+concrete sizes it is given raises `Refused`, naming them and its error.
 """
 
 from __future__ import annotations
@@ -26,13 +27,32 @@ import jax
 from .._runtime.classes import is_namedtuple
 from .witness import symbolic_limit
 
-__all__ = ["NeedsConcrete", "assumptions_text", "construct", "field_defaults"]
+__all__ = [
+    "STAND_INS",
+    "NeedsConcrete",
+    "Refused",
+    "assumptions_text",
+    "by_init",
+    "construct",
+    "field_defaults",
+    "has_own_init",
+]
 
 
 class NeedsConcrete(Exception):
     """A constructor that cannot run at symbolic sizes (its message is JAX's
     or the constructor's)."""
 
+
+class Refused(Exception):
+    """A constructor that refused the concrete sizes it was given: the
+    call (its sizes) and its own error, as one line."""
+
+
+#: The stand-in sizes of a first pass, which only records the names: a
+#: constructor that refuses one (4 groups of 2 channels) is given the next,
+#: which more counts divide.
+STAND_INS = (2, 12, 60, 840)
 
 _KEY_NAMES = ("key", "rng", "prng_key", "prngkey")
 #: An `int` parameter that counts things (`num_heads`, `n_layers`, `depth`):
@@ -74,8 +94,9 @@ def construct(
         init: Any = cls.__init__  # type: ignore[misc]
         own = list(inspect.signature(init).parameters.values())[1:]
         signature = signature.replace(parameters=own)
+    mine: dict[str, Any] = {}  # said only of an instance made
     kwargs = {
-        name: _argument(param, size_of, assumed, f"{path}.{name}")
+        name: _argument(param, size_of, mine, f"{path}.{name}")
         for name, param in signature.parameters.items()
         if param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD)
     }
@@ -91,7 +112,7 @@ def construct(
         return cls(*map(_made, positional), **given)
 
     try:
-        return make(made)
+        instance = make(made)
     except Exception as error:
         # Symbolic sizes handed to a constructor (a library's, which may use
         # a size as a number or branch on it): concrete sizes decide.
@@ -100,7 +121,59 @@ def construct(
         )
         if symbolic or symbolic_limit(f"{type(error).__name__}: {error}"):
             raise NeedsConcrete(f"{type(error).__name__}: {error}") from None
-        raise
+        sizes = [*_shown(positional), *_shown(kwargs.values(), kwargs)]
+        said = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise Refused(
+            f"{cls.__qualname__}({', '.join(sizes)}) refused: "
+            f"{type(error).__name__}: {said}"
+        ) from None
+    assumed.update(mine)
+    return instance
+
+
+def _shown(values: Any, names: Mapping[str, Any] | None = None) -> list[str]:
+    """The size arguments of a call, as written (`d=11`, or `11`)."""
+    keys = list(names) if names is not None else [None] * len(list(values))
+    return [
+        f"{key}={value}" if key else str(value)
+        for key, value in zip(keys, values)
+        if type(value) is int
+    ]
+
+
+def by_init(
+    cls: type,
+    path: str,
+    sizes: Mapping[str, Any] | None,
+    named: Callable[[str, bool], bool],
+    assumed: dict[str, Any],
+) -> Any:
+    """An instance made by `cls`'s own `__init__` (`construct`) at the sizes
+    of a run, or in a first pass (`sizes` None) at each of `STAND_INS` in
+    turn until one is taken; `named(name, new)` says whether an `int` is a
+    dimension (and records it). Raises `Refused` when the run's sizes, or
+    every stand-in, are refused."""
+    tried: tuple[int | None, ...] = (None,) if sizes is not None else STAND_INS
+    for i, stand_in in enumerate(tried):
+
+        def size_of(name: str, new: bool, stand_in: int | None = stand_in) -> Any:
+            if sizes is not None:
+                return sizes.get(name)
+            return stand_in if named(name, new) else None
+
+        try:
+            return construct(cls, size_of, assumed, path)
+        except Refused:
+            if i == len(tried) - 1:
+                raise
+    raise AssertionError("unreachable: the last refusal is raised")
+
+
+def has_own_init(cls: type) -> bool:
+    """Whether `cls` makes its instances with an `__init__` written for it
+    (its own or a base's), not one a dataclass generated from its fields."""
+    code = getattr(getattr(cls, "__init__", None), "__code__", None)
+    return code is not None and not code.co_filename.startswith("<")
 
 
 def _sizes(values: list[Any]) -> list[Any]:

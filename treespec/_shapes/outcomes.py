@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import jax
@@ -111,19 +112,43 @@ def validation_text(error: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def suggestion(text: str, name: str = "n") -> str:
+def suggestion(
+    text: str, name: str = "n", runs_at: Mapping[str, int] | None = None
+) -> str:
     """A constraint for the relation an inconclusive operation needed (its
-    comparison, else `NAME == 2*k`, an even size)."""
+    comparison, else `NAME == 2*k`, an even size): the side of the
+    comparison that holds at `runs_at`, sizes at which the code ran."""
     compared = re.search(r"comparison '(.+?)' (>=|>|<=|<|==|!=) '(.+?)'", text)
-    if compared:
-        left, op, right = compared.groups()
-        if op == ">" and right.lstrip("-").isdigit():
-            return f"{left} >= {int(right) + 1}"
-        if op == "<" and right.lstrip("-").isdigit():
-            return f"{left} <= {int(right) - 1}"
-        if op in (">=", "<=", "=="):
-            return f"{left} {op} {right}"
-    return f"{name} == 2*k"
+    if not compared or compared.group(2) == "!=":
+        return f"{name} == 2*k"
+    left, op, right = compared.groups()
+    if op in (">", "<") and right.lstrip("-").isdigit():  # `n > 2` is n >= 3
+        op, right = op + "=", str(int(right) + (1 if op == ">" else -1))
+    elif op in (">", "<"):
+        return f"{name} == 2*k"
+    held = _holds(left, op, right, runs_at or {})
+    if held is False and op != "==":  # the code ran on the other side
+        if right.lstrip("-").isdigit():
+            other = int(right) + (-1 if op == ">=" else 1)
+            return f"{left} {'<=' if op == '>=' else '>='} {other}"
+        return f"{right} >= {left} + 1" if op == ">=" else f"{left} >= {right} + 1"
+    return f"{left} {op} {right}"
+
+
+def _holds(left: str, op: str, right: str, sizes: Mapping[str, int]) -> bool | None:
+    """Whether `left op right` holds at `sizes`; None when it cannot be read
+    as arithmetic of those sizes (or there are none)."""
+    unknown = False
+
+    def size(match: re.Match[str]) -> str:
+        nonlocal unknown
+        unknown = unknown or match.group(0) not in sizes
+        return str(sizes.get(match.group(0), 0))
+
+    text = re.sub(r"[A-Za-z_]\w*", size, f"({left}) {op} ({right})")
+    if unknown or not sizes or not re.fullmatch(r"[\d\s+\-*/%()<>=]+", text):
+        return None
+    return bool(eval(text, {"__builtins__": {}}))  # digits and operators only
 
 
 #: Where a message of JAX's names two shapes it found unequal.

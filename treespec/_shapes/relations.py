@@ -1,7 +1,6 @@
 """What a shape check takes of the names that instances bind in their own
-scopes (`scopes.py`): the relations a failure shows the code needs of them
-(adopted, the run made again, said in a note), and the sizes a value given
-binds, the call's apart from its instances'."""
+scopes (`scopes.py`): the relations a failure shows the code needs of them,
+adopted (the run made again, and said in a note)."""
 
 from __future__ import annotations
 
@@ -10,49 +9,11 @@ import re
 from collections.abc import Collection
 from typing import Any
 
-from jax.tree_util import tree_leaves
-
-from .._model.spec import Node
-from .._runtime.dims import bound_dims
-from .._runtime.resolve import walk_value
-from .._runtime.typing_forms import is_jaxtyping_array
-from .._runtime.validate import scopes_of
 from .outcomes import unequal_sizes
 from .scopes import SCOPED, InstanceScopes
+from .sizes import Own
 
-__all__ = ["Own", "given_sizes", "relations_needed", "relations_text", "with_relations"]
-
-#: The sizes instances of a given value bind in their own scopes, each with
-#: the first name and instance that bound it.
-Own = dict[int, str]
-
-
-def given_sizes(value: Any, node: Node, name: str) -> tuple[dict[str, int], Own]:
-    """The dimension sizes a value given binds, by name: the concrete leaves
-    that jaxtyping annotations describe (the first binding of a name kept).
-    The arguments built around a given model use them, not symbols. Those an
-    instance binds in its own scope (`scopes_of`) are not the call's: they
-    come second, by size (`2`: `in of model.layers[0]`)."""
-    infos, _, _ = walk_value(value, node, path=name, argument=name, check=False)
-    sizes: dict[str, int] = {}
-    own: Own = {}
-    for info, leaf, scope in zip(infos, tree_leaves(value), scopes_of(infos)):
-        annotation = getattr(info.node, "annotation", None)
-        shape = getattr(leaf, "shape", None)
-        if not is_jaxtyping_array(annotation) or shape is None:
-            continue
-        if not all(isinstance(d, int) for d in shape):
-            continue
-        try:
-            dims = bound_dims(annotation, shape)
-        except (TypeError, ValueError):  # a shape the annotation does not fit
-            continue
-        for dim, size in dims:
-            if isinstance(size, int) and scope is None:
-                sizes.setdefault(dim, size)
-            elif isinstance(size, int):  # an instance's own (a stack's layer)
-                own.setdefault(size, f"{dim} of {scope[1]}")
-    return sizes, own
+__all__ = ["relations_needed", "relations_text", "with_relations"]
 
 
 #: What a size JAX writes may use besides names and numbers.

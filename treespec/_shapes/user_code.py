@@ -1,8 +1,9 @@
 """Where in the user's code a finding of the shape check belongs.
 
 The `def` line of a function, the innermost frame of the user's code in a
-traceback (not the standard library's, a site package's or treespec's own),
-whether JAX itself raised, and the `return` a function left by. JAX's
+traceback (not the standard library's, a library's or treespec's own, told
+by module: `owners.py`), whether JAX itself raised, and the lines a
+function ran and the `return` it left by. JAX's
 traceback filtering is turned off while the shape check traces, in the
 checking thread only where JAX allows it, so the innermost frame is JAX's
 when JAX raised.
@@ -16,14 +17,14 @@ import inspect
 import os
 import re
 import sys
-import sysconfig
 import traceback
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
 import jax
+
+from .owners import is_library, library_raised
 
 __all__ = [
     "called_at",
@@ -38,26 +39,6 @@ __all__ = [
     "unfiltered_tracebacks",
     "user_line",
 ]
-
-
-def _folders(*keys: str) -> set[str]:
-    """The resolved folders of `sysconfig`'s paths `keys`."""
-    paths = sysconfig.get_paths()
-    return {str(Path(p).resolve()) for key in keys if (p := paths.get(key))}
-
-
-#: treespec's own folder, all of it.
-_TREESPEC_DIR = str(Path(__file__).resolve().parent.parent)
-#: Where installed libraries live (Equinox, Flax, opt_einsum, JAX itself).
-_SITE_DIRS = tuple(_folders("purelib", "platlib"))
-#: What is never the user's code: the standard library, installed libraries
-#: and treespec.
-_LIBRARY_DIRS = (*_folders("stdlib", "platstdlib"), *_SITE_DIRS, _TREESPEC_DIR)
-
-
-def _under(file: str, folders: tuple[str, ...]) -> bool:
-    resolved = str(Path(file).resolve())
-    return any(resolved.startswith(folder + os.sep) for folder in folders)
 
 
 def _thread_local_filtering() -> Callable[[str], Any] | None:
@@ -149,7 +130,7 @@ def user_line(
     when there is none."""
     found = fallback
     for file, _, line in frames:
-        if _is_user_file(file, own):
+        if not is_library(file, own):
             found = (shown(file), line)
     return found
 
@@ -216,14 +197,6 @@ def lines_run(fun: Any) -> Iterator[Ran]:
             ran.raised = next(line for line, e in raised if e == raised[-1][1])
 
 
-def _is_user_file(file: str, own: str) -> bool:
-    if file == own:
-        return True
-    if file.startswith("<"):
-        return False
-    return not _under(file, _LIBRARY_DIRS)
-
-
 def raised_by_a_library(tb: TracebackType | None, own: str = "") -> bool:
     """Whether the innermost frame of a traceback is JAX's (or jaxlib's), or
     an installed library's (a check of Equinox's, opt_einsum's) that the
@@ -232,12 +205,7 @@ def raised_by_a_library(tb: TracebackType | None, own: str = "") -> bool:
     last = None
     for frame, _ in traceback.walk_tb(tb):
         last = frame.f_code.co_filename
-    if last is None or last == own or last.startswith("<"):
-        return False
-    parts = Path(last).parts
-    if "jax" in parts or "jaxlib" in parts:
-        return True
-    return _under(last, _SITE_DIRS) and not _under(last, (_TREESPEC_DIR,))
+    return last is not None and library_raised(last, own)
 
 
 def is_abstract(leaf: Any) -> bool:

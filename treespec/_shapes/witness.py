@@ -86,7 +86,8 @@ def by_names(text: str, sizes: Mapping[str, int]) -> str:
     """`text` with each witness size written as its dimension's name, and a
     product of two of them, or twice one, as that product of names (`143` at
     `b=11, n=13` is `b*n`; `22` is `2*b`): distinct odd primes factor one way
-    only; a number with two readings (at chain witnesses) stays a number."""
+    only; a number with two readings (at chain witnesses) stays a number,
+    and a line number stays one."""
     names = {size: name for name, size in sizes.items()}
     readings: dict[int, set[str]] = {}
     pairs = itertools.combinations_with_replacement(sizes.items(), 2)
@@ -101,7 +102,8 @@ def by_names(text: str, sizes: Mapping[str, int]) -> str:
     def named(match: re.Match[str]) -> str:
         return names.get(int(match.group(0)), match.group(0))
 
-    return re.sub(r"(?<![\w.=])\d+(?!\w|\.\d)", named, text)
+    # A line number (`called at line 22`) is never a size.
+    return re.sub(r"(?<![\w.=])(?<!\bline )\d+(?!\w|\.\d)", named, text)
 
 
 def shown(sizes: Mapping[str, Any]) -> str:
@@ -141,7 +143,7 @@ def decide(
     sizes, issue = failed[0]
     message = by_names(issue.message, sizes)
     if len(failed) == len(results):
-        if issue.severity == "note":
+        if issue.severity == "note" and not _division(issue):
             return dataclasses.replace(issue, message=message)
         plain = [(s, found) for s, found in failed if not _division(found)]
         if plain:  # a failure that is no division (the first): the error
@@ -180,7 +182,7 @@ def decide(
         issue,
         f"holds only at some sizes: it runs at {shown(held)} and fails at "
         f"{shown(sizes)} ({message}); if the annotations assume it, state "
-        f"the relation with constraints=({suggestion(symbolic, name)!r},) "
+        f"the relation with constraints=({suggestion(symbolic, name, held)!r},) "
         "(JAX's syntax)",
     )
 
@@ -189,7 +191,7 @@ def decide(
 #: the sign of a relation the annotations may not state.
 _DIVISION = re.compile(
     r"equal division|evenly divid|not divisible|divisible by|remainder|"
-    r"cannot reshape|Cannot divide|does not divide|not a multiple of|"
+    r"cannot reshape|Cannot divide|does not divide|must divide|not a multiple of|"
     r"[(,] ?0[,)]",  # an axis of size 0: `h // kv` where kv > h
     re.I,
 )

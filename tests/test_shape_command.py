@@ -1,0 +1,147 @@
+"""`python -m treespec check` as a project runs it (`treespec/_shapes/command.py`,
+`user_code.py`): JAX imported from a folder outside site-packages, and files of
+a package checked as the modules they are (pre-commit passes file paths)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(
+    *args: str, cwd: Path, path: tuple[Path, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "treespec", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(map(str, (*path, ROOT)))},
+        check=False,
+    )
+
+
+PROJECT = """
+import jax.numpy as jnp
+import treespec
+from jaxtyping import Array, Float
+
+
+@treespec.jit
+def project(x: Float[Array, "b n"], w: Float[Array, "n m"]) -> Float[Array, "b m"]:
+    return x @ w.T
+"""
+
+
+def test_jax_installed_outside_site_packages_is_a_library(tmp_path: Path) -> None:
+    # As on a TPU VM, or with a source checkout: JAX on PYTHONPATH, not in
+    # site-packages. The error is still the user's line, never JAX's.
+    libs = tmp_path / "libs"
+    shutil.copytree(
+        Path(jax.__file__).parent,
+        libs / "jax",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    (tmp_path / "proj.py").write_text(PROJECT)
+    done = _run("check", "proj.py", cwd=tmp_path, path=(libs,))
+    lines = done.stdout.splitlines()
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert lines[0].startswith("proj.py:9: error: project: "), lines
+    assert "dot_general" in lines[0]
+
+
+# A file of a package is checked as the module it is (pre-commit passes paths).
+
+LAYERS = """
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+
+def dense(x: Float[Array, "b n"], w: Float[Array, "n m"]) -> Float[Array, "b m"]:
+    return x @ w
+"""
+
+ATTENTION = """
+import treespec
+from jaxtyping import Array, Float
+
+from .layers import dense
+
+
+@treespec.jit
+def attend(x: Float[Array, "b n"], w: Float[Array, "n m"]) -> Float[Array, "b m"]:
+    return dense(x, w{bug})
+"""
+
+
+def _package(root: Path, bug: str) -> list[str]:
+    """A package `mypkg` under `root` (in `src/`), as pre-commit would list
+    its files: paths relative to the repository's root."""
+    package = root / "src" / "mypkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "layers.py").write_text(LAYERS)
+    (package / "attention.py").write_text(ATTENTION.format(bug=bug))
+    return ["src/mypkg/__init__.py", "src/mypkg/attention.py", "src/mypkg/layers.py"]
+
+
+def _as_the_hook_runs(files: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The command as `.pre-commit-hooks.yaml` has pre-commit run it: its
+    entry, its args, then the files."""
+    hook = (ROOT / ".pre-commit-hooks.yaml").read_text().splitlines()
+    entry = next(line for line in hook if line.startswith("  entry: "))
+    args = next(line for line in hook if line.startswith("  args: "))
+    words = entry.removeprefix("  entry: ").split()
+    assert words[:3] == ["python", "-m", "treespec"], words
+    extra = args.removeprefix("  args: ").strip("[]").split(", ")
+    return _run(*words[3:], *[a for a in extra if a], *files, cwd=cwd)
+
+
+def test_the_hook_passes_a_correct_package_given_as_file_paths(tmp_path: Path) -> None:
+    done = _as_the_hook_runs(_package(tmp_path, ""), tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (
+        done.stdout.splitlines()[-1]
+        == "checked 1 function: 0 errors, 0 notes, 0 skipped"
+    )
+
+
+def test_the_hook_blocks_a_bad_package_at_the_bugs_line(tmp_path: Path) -> None:
+    done = _as_the_hook_runs(_package(tmp_path, ".T"), tmp_path)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 1, done.stdout + done.stderr
+    bug = os.path.join("src", "mypkg", "layers.py")
+    assert lines[0].startswith(f"{bug}:7: error: attend: "), lines
+    assert "(called at line 10)" in lines[0]
+
+
+def test_a_folder_holding_a_package_imports_its_files_as_modules(
+    tmp_path: Path,
+) -> None:
+    _package(tmp_path / "proj", ".T")
+    (tmp_path / "proj" / "script.py").write_text(PROJECT)
+    done = _run("check", "proj", cwd=tmp_path)
+    assert "import" not in done.stdout, done.stdout
+    assert (
+        done.stdout.splitlines()[-1]
+        == "checked 2 functions: 2 errors, 0 notes, 0 skipped"
+    )
+
+
+def test_allow_empty_exits_0_when_there_is_nothing_to_check(tmp_path: Path) -> None:
+    # pre-commit hands the check the files a commit changed: none may hold a
+    # transform. Without the flag, nothing checked is a failure.
+    (tmp_path / "plain.py").write_text("x = 1\n")
+    done = _run("check", "--allow-empty", "plain.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == [
+        "checked 0 functions: 0 errors, 0 notes, 0 skipped"
+    ]
+    assert _run("check", "plain.py", cwd=tmp_path).returncode == 1

@@ -1,0 +1,85 @@
+"""The sizes of a shape check: those a value given binds, by dimension name
+(the call's apart from those its instances bind for themselves),
+one JAX symbol per name, in one scope with the constraints given, and the
+names' sizes at witnesses of the symbols the constraints leave."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+
+from .._model.spec import Node
+from .._runtime.dims import bound_dims
+from .._runtime.resolve import walk_value
+from .._runtime.typing_forms import is_jaxtyping_array
+from .._runtime.validate import scopes_of
+
+__all__ = ["Own", "constrained", "given_sizes", "symbols_for"]
+
+#: The sizes instances of a given value bind in their own scopes, each with
+#: the first name and instance that bound it.
+Own = dict[int, str]
+
+
+def given_sizes(value: Any, node: Node, name: str) -> tuple[dict[str, int], Own]:
+    """The dimension sizes a value given binds, by name: the concrete leaves
+    that jaxtyping annotations describe (the first binding of a name kept).
+    The arguments built around a given model use them, not symbols. Those an
+    instance binds in its own scope (`scopes_of`) are not the call's: they
+    come second, by size (`2`: `in of model.layers[0]`)."""
+    infos, _, _ = walk_value(value, node, path=name, argument=name, check=False)
+    sizes: dict[str, int] = {}
+    own: Own = {}
+    for info, leaf, scope in zip(
+        infos, jax.tree_util.tree_leaves(value), scopes_of(infos)
+    ):
+        annotation = getattr(info.node, "annotation", None)
+        shape = getattr(leaf, "shape", None)
+        if not is_jaxtyping_array(annotation) or shape is None:
+            continue
+        if not all(isinstance(d, int) for d in shape):
+            continue
+        try:
+            dims = bound_dims(annotation, shape)
+        except (TypeError, ValueError):  # a shape the annotation does not fit
+            continue
+        for dim, size in dims:
+            if isinstance(size, int) and scope is None:
+                sizes.setdefault(dim, size)
+            elif isinstance(size, int):  # an instance's own (a stack's layer)
+                own.setdefault(size, f"{dim} of {scope[1]}")
+    return sizes, own
+
+
+def symbols_for(names: Sequence[str], constraints: Sequence[str]) -> dict[str, Any]:
+    """One JAX symbol per dimension name, all in one scope with `constraints`."""
+    if not names:
+        return {}
+    symbols = jax.export.symbolic_shape(", ".join(names), constraints=constraints)
+    return dict(zip(names, symbols))
+
+
+def constrained(
+    symbols: Mapping[str, Any], names: Sequence[str]
+) -> tuple[list[str], Callable[[Mapping[str, int]], dict[str, int]]]:
+    """Where constraints are given, the symbols they leave free (`d == 4*k`
+    leaves `k`) and each name's size at values of those, so that witnesses
+    satisfy the constraints; the names themselves where none relate them."""
+    if not all(
+        hasattr(symbols.get(n), "_evaluate") and hasattr(symbols.get(n), "get_vars")
+        for n in names
+    ):
+        return list(names), dict  # no symbols, or a JAX that cannot evaluate
+    free: dict[str, None] = {}
+    for name in names:
+        free.update(dict.fromkeys(sorted(symbols[name].get_vars())))
+
+    def at(values: Mapping[str, int]) -> dict[str, int]:
+        sizes = {}
+        for name in names:
+            sizes[name] = int(symbols[name]._evaluate(dict(values)))
+        return sizes
+
+    return list(free), at
