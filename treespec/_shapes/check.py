@@ -18,28 +18,27 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from .._model.errors import SpecError
-from .._model.spec import Param
 from .._runtime.api import spec_for
 from .._runtime.flags import Flags
 from .._transforms.base import Transformed
 from . import witness
 from .abstract import (
-    NO_DEFAULT,
     Builder,
     CannotBuild,
     MissingValue,
 )
+from .arguments import Target, arguments_of
 from .construct import NeedsConcrete, assumptions_text
-from .declared import build_declared, declared_of
+from .declared import declared_of
 from .leaves import declared_names, rounded_names
-from .located import Target, issue_of
+from .located import issue_of
 from .outcomes import (
     first_lines,
     relation_note,
     skipped_text,
     unstated_relation,
 )
-from .relations import relations_needed, relations_text, with_relations
+from .relations import relations_needed, relations_text, solved, with_relations
 from .report import ShapeIssue, ShapeReport
 from .runs import Findings, Run, combinations
 from .scopes import InstanceScopes
@@ -51,9 +50,6 @@ from .user_code import (
 )
 
 __all__ = ["MAX_COMBINATIONS", "ShapeIssue", "ShapeReport", "check_shapes"]
-
-#: At most this many relations of instances' own names are taken per function.
-_MAX_RELATIONS = 32
 
 #: At most this many combinations of static values (`bool`, `Literal`, `Enum`
 #: leaves without a value) are checked per function; past it, a note says how
@@ -247,53 +243,7 @@ class _Checker:
         return first
 
     def _arguments(self, builder: Builder) -> tuple[list[Any], dict[str, Any]]:
-        t = self.t
-        try:
-            signature = inspect.signature(t.inner)
-            defaults = {name: p.default for name, p in signature.parameters.items()}
-        except (TypeError, ValueError):
-            defaults = {}
-        built = {  # those `check_with` declares once the others are built
-            p.name: self._argument(builder, p, defaults.get(p.name, NO_DEFAULT))
-            for p in t.spec.params
-            if p.name in t.given or p.name not in t.declared
-        }
-        for param in t.spec.params:
-            if param.name not in built:
-                built[param.name] = self._declared(builder, param, built)
-        args: list[Any] = []
-        kwargs: dict[str, Any] = {}
-        for param in t.spec.params:
-            value = built[param.name]
-            if param.kind is inspect.Parameter.VAR_POSITIONAL:
-                args.extend(value)
-            elif param.kind is inspect.Parameter.VAR_KEYWORD:
-                kwargs.update(value)
-            elif param.kind is inspect.Parameter.KEYWORD_ONLY:
-                kwargs[param.name] = value
-            else:
-                args.append(value)
-        return args, kwargs
-
-    def _argument(self, builder: Builder, param: Param, default: Any) -> Any:
-        if param.name in self.t.given:
-            value = self.t.given[param.name]
-            return builder.build(param.node, param.name, value, given=True)
-        if param.kind is inspect.Parameter.VAR_POSITIONAL:  # one of several
-            with builder.scopes.any_length():
-                return [builder.build(param.node, f"{param.name}[0]")]
-        if param.kind is inspect.Parameter.VAR_KEYWORD:
-            return {}
-        return builder.build(param.node, param.name, default)
-
-    def _declared(self, builder: Builder, param: Param, built: dict[str, Any]) -> Any:
-        """An argument as `check_with` says to build it."""
-        try:
-            value = build_declared(self.t.declared[param.name], built)
-        except Exception as error:
-            why = f"its check_with builder raised {type(error).__name__}: {error}"
-            raise CannotBuild(param.name, why) from None
-        return builder.build(param.node, param.name, value, given=True)
+        return arguments_of(self.t, builder)
 
     def _trace(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
         t = self.t
@@ -317,14 +267,18 @@ class _Checker:
             return self._witnessed(run, free, fixed, str(error), given)
         finally:
             self._assumed.update(builder.assumed)
-        found = self._trace(args, kwargs)
-        while isinstance(found, ShapeIssue) and found.severity == "error":
-            # Of instances' own names, and of free names against a given one's.
-            needed = relations_needed(self._raised, free, self.own)
-            if not needed or len(self.relations) > _MAX_RELATIONS:
-                break
-            self.relations.update(needed)
-            found = self._trace(*self._arguments(self._builder(run, sizes)))
+        # Sizes no annotation names, and free ones against a given one's, as
+        # the code needs them (`relations.py`).
+        unknown = [n for n in free if n not in self.declared]
+        calls = [(args, kwargs)]  # the first trace's, then built anew
+        found = solved(
+            lambda: self._trace(
+                *(calls.pop() if calls else self._arguments(self._builder(run, sizes)))
+            ),
+            self._failure,
+            lambda text: relations_needed(text, free, self.own, unknown),
+            self.relations,
+        )
         if not isinstance(found, ShapeIssue):
             return found
         if found.severity == "error" and (rel := unstated_relation(self._raised)):
@@ -362,8 +316,21 @@ class _Checker:
         which satisfy the constraints given (`symbols`, made with them)."""
         names, at = constrained(symbols or {}, free)
 
+        unknown = [n for n in names if n not in self.declared]
+
         def trace_at(sizes: dict[str, int]) -> Any:
             every = {**at(sizes), **fixed}
+
+            def needed(text: str) -> dict[str, str]:  # its sizes by their names
+                at_sizes = with_relations(every, self.relations)
+                shown = witness.by_names(text, at_sizes)
+                return relations_needed(shown, unknown=unknown)
+
+            return solved(
+                lambda: traced_at(every), self._failure, needed, self.relations
+            )
+
+        def traced_at(every: dict[str, Any]) -> Any:
             builder = self._builder(run, every)
             try:
                 args = self._arguments(builder)
@@ -376,6 +343,11 @@ class _Checker:
             return self._trace(*args)
 
         return witness.decide(trace_at, names, symbolic, self.t.inner, self.rounded)
+
+    def _failure(self, found: Any) -> str | None:
+        """What an error found says (JAX's message), for `solved`."""
+        error = isinstance(found, ShapeIssue) and found.severity == "error"
+        return self._raised if error else None
 
     def _at_def(self, severity: Literal["error", "note"], message: str) -> ShapeIssue:
         return ShapeIssue(severity, self.t.file, self.t.line, self.t.name, message)

@@ -1,39 +1,20 @@
-"""Where a finding of a shape check belongs: the function traced (`Target`)
-and what a traced call raised, as a `ShapeIssue` at the innermost line of the
-user's code (`user_code.py`), an error or a note as `outcomes.py` says."""
+"""Where a finding of a shape check belongs: what a traced call raised, as a
+`ShapeIssue` at the innermost line of the user's code (`user_code.py`), an
+error or a note as `outcomes.py` says."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._model.errors import ValidationError
-from .._model.spec import Spec
-from .._runtime.flags import Flags
 from .._runtime.splitter import Splitter
+from .arguments import Target
 from .outcomes import outcome, validation_text
 from .report import ShapeIssue
 from .tracing import trace
 from .user_code import called_at, code_file, frames_of, lines_run, user_line
 
-__all__ = ["Target", "issue_of"]
-
-
-@dataclasses.dataclass(frozen=True)
-class Target:
-    """The function whose body is traced, and what its call needs."""
-
-    inner: Callable[..., Any]
-    spec: Spec
-    flags: Flags
-    default: str
-    given: dict[str, Any]
-    #: How to build arguments, as `check_with` declares (by parameter).
-    declared: Mapping[str, Any]
-    file: str
-    line: int
-    name: str
+__all__ = ["issue_of"]
 
 
 def issue_of(

@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from .outcomes import unequal_sizes
 from .scopes import SCOPED, InstanceScopes
 from .sizes import Own
 
-__all__ = ["relations_needed", "relations_text", "with_relations"]
+__all__ = [
+    "MAX_RELATIONS",
+    "relations_needed",
+    "relations_text",
+    "solved",
+    "with_relations",
+]
 
 
 #: What a size JAX writes may use besides names and numbers.
@@ -21,19 +27,27 @@ _OPERATIONS = {"floordiv": operator.floordiv, "mod": operator.mod}
 
 
 def relations_needed(
-    text: str, free: Collection[str] = (), given: Own | None = None
+    text: str,
+    free: Collection[str] = (),
+    given: Own | None = None,
+    unknown: Collection[str] = (),
 ) -> dict[str, str]:
-    """What a failure says the code needs of an instance's own names: each
-    one JAX found unequal to another size (`got (in__1,) and (d,)`: in__1
-    must be d), by name; and of a `free` name of the call, the size an
-    instance of a value `given` binds that it met (`(2,) and (d,)`)."""
+    """What a failure says the code needs of sizes no annotation of the
+    function names: of an instance's own names, and of the `unknown` ones (a
+    constructor's size that no annotation names, `Downsample(channels)`),
+    each that JAX found unequal to another size (`got (in__1,) and (d,)`:
+    in__1 must be d; `but c // 1 != channels`: channels must be c), by name;
+    and of a `free` name of the call, the size an instance of a value
+    `given` binds that it met (`(2,) and (d,)`)."""
     found: dict[str, str] = {}
     for a, b in [*unequal_sizes(text), *_annotation_against_shape(text)]:
         for name, other in ((a, b), (b, a)):
             if name in found:
                 continue
-            if SCOPED.fullmatch(name) or (
-                name in free and other.isdigit() and int(other) in (given or {})
+            if (
+                SCOPED.fullmatch(name)
+                or name in unknown
+                or (name in free and other.isdigit() and int(other) in (given or {}))
             ):
                 found[name] = other
                 break
@@ -83,6 +97,31 @@ def relations_text(
         for name, other in relations.items()
     )
     return (
-        "each instance of a class the call holds several times binds its own "
-        f"dimension names, so the check took what the code needs of them: {shown}"
+        "sizes no annotation of the function names (a constructor's, or those "
+        "each instance of a class the call holds several times binds for "
+        f"itself) were taken as the code needs them: {shown}"
     )
+
+
+#: At most this many relations of sizes no annotation names per function.
+MAX_RELATIONS = 32
+
+
+def solved(
+    trace: Callable[[], Any],
+    failure: Callable[[Any], str | None],
+    needed: Callable[[str], dict[str, str]],
+    relations: dict[str, str],
+) -> Any:
+    """`trace()`, and while what it found is a failure (`failure` gives its
+    text, None when it is none) that shows what the code needs of sizes no
+    annotation names (`needed`), those relations taken into `relations` and
+    `trace()` again: unknown sizes are solved, never guessed."""
+    found = trace()
+    while (text := failure(found)) is not None:
+        new = needed(text)
+        if not new or len(relations) > MAX_RELATIONS:
+            break
+        relations.update(new)
+        found = trace()
+    return found

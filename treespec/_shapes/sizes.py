@@ -27,8 +27,9 @@ def given_sizes(value: Any, node: Node, name: str) -> tuple[dict[str, int], Own]
     """The dimension sizes a value given binds, by name: the concrete leaves
     that jaxtyping annotations describe (the first binding of a name kept).
     The arguments built around a given model use them, not symbols. Those an
-    instance binds in its own scope (`scopes_of`) are not the call's: they
-    come second, by size (`2`: `in of model.layers[0]`)."""
+    instance binds in its own scope (`scopes_of`) are not the call's, nor
+    those of arrays no jaxtyping annotation describes (a library layer's
+    weight): they come second, by size (`2`: `in of model.layers[0]`)."""
     infos, _, _ = walk_value(value, node, path=name, argument=name, check=False)
     sizes: dict[str, int] = {}
     own: Own = {}
@@ -37,9 +38,11 @@ def given_sizes(value: Any, node: Node, name: str) -> tuple[dict[str, int], Own]
     ):
         annotation = getattr(info.node, "annotation", None)
         shape = getattr(leaf, "shape", None)
-        if not is_jaxtyping_array(annotation) or shape is None:
+        if shape is None or not all(isinstance(d, int) for d in shape):
             continue
-        if not all(isinstance(d, int) for d in shape):
+        if not is_jaxtyping_array(annotation):  # sizes no annotation names
+            for size in shape:
+                own.setdefault(size, f"a size of {info.path}")
             continue
         try:
             dims = bound_dims(annotation, shape)

@@ -1,0 +1,61 @@
+"""Unknown sizes solved, never guessed (DESIGN, "Sizes the annotations do not
+name"): a constructor's size that no annotation names takes the value the
+code's own checks ask for, said in a note; a bug past it is still found."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import equinox as eqx
+import jax
+from jaxtyping import Array, Float
+
+import treespec
+
+
+class Downsample(eqx.Module):
+    conv: eqx.nn.Conv2d
+
+    def __init__(self, channels: int, *, key: Any = None) -> None:
+        key = jax.random.key(0) if key is None else key
+        self.conv = eqx.nn.Conv2d(channels, channels, 3, stride=2, padding=1, key=key)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "c h w"]) -> Float[Array, "c (h+1)//2 (w+1)//2"]:
+        return self.conv(x)
+
+
+class DownsampleBug(eqx.Module):
+    conv: eqx.nn.Conv2d
+
+    def __init__(self, channels: int, *, key: Any = None) -> None:
+        key = jax.random.key(0) if key is None else key
+        self.conv = eqx.nn.Conv2d(channels, channels, 3, stride=2, padding=1, key=key)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "c h w"]) -> Float[Array, "c (h+1)//2 (w+1)//2"]:
+        return self.conv(x)[:, :, :1]  # the bug: one column kept
+
+
+def test_a_constructors_size_no_annotation_names_is_solved_in_a_note() -> None:
+    # `channels` is no dimension of the annotations: the conv needs it to be
+    # c, which the check takes (and says), instead of an error at a guess.
+    report = treespec.check_shapes(Downsample.__call__)
+    assert report.ok, str(report)
+    (note,) = report.problems
+    assert note.severity == "note" and "channels == c" in note.message, str(report)
+
+
+def test_a_bug_past_a_solved_size_is_still_an_error() -> None:
+    report = treespec.check_shapes(DownsampleBug.__call__)
+    errors = [p for p in report.problems if p.severity == "error"]
+    assert errors and "the return value" in errors[0].message, str(report)
+
+
+def test_a_given_model_keeps_its_own_sizes() -> None:
+    # Given, the model's channels are what they are: x's free size is taken
+    # as the model needs it, in a note.
+    model = Downsample(3)
+    report = treespec.check_shapes(Downsample.__call__, self=model)
+    assert report.ok, str(report)
+    assert "c == 3 (a size of self.conv.weight)" in str(report), str(report)
