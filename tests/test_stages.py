@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any, TypedDict
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -195,6 +196,91 @@ def test_a_donated_keyword_argument_is_donated_by_lower_and_compile() -> None:
     assert "aliasing" not in _main_signature(kept.lower(jnp.ones(3), buf=jnp.ones(3)))
     compiled = lowered.compile()
     np.testing.assert_allclose(compiled(jnp.ones(3), buf=jnp.ones(3)), 2.0)
+
+
+# -- a stage reuses the call's trace, as jax.jit's do ------------------------------
+
+
+def _counting() -> dict[str, Any]:
+    """Functions of each route that count how often their body runs."""
+    runs = {"mixed": 0, "whole": 0, "keyword": 0}
+
+    @treespec.jit(explain_recompiles=True)
+    def mixed(x: Float[Array, "b 3"], cfg: Config) -> jax.Array:
+        runs["mixed"] += 1
+        return x * cfg["scale"] * cfg["depth"]
+
+    @treespec.jit(explain_recompiles=True)
+    def whole(x: jax.Array, n: Static[int]) -> tuple[jax.Array, str]:
+        runs["whole"] += 1
+        return x * n, "done"
+
+    @treespec.jit(explain_recompiles=True)
+    def keyword(x: jax.Array, *, n: Static[int], y: jax.Array) -> jax.Array:
+        runs["keyword"] += 1
+        return x * n + y
+
+    calls = {
+        "mixed": (mixed, (X, CFG), {}),
+        "whole": (whole, (X, 3), {}),
+        "keyword": (keyword, (X,), {"n": 2, "y": X}),
+    }
+    return {"runs": runs, "calls": calls}
+
+
+STAGES = {
+    "trace": lambda f, a, k: f.trace(*a, **k).out_info,
+    "lower": lambda f, a, k: f.lower(*a, **k).as_text(),
+    "compile": lambda f, a, k: f.lower(*a, **k).compile()(*a, **k),
+    "eval_shape": lambda f, a, k: f.eval_shape(*a, **k),
+}
+
+
+@pytest.mark.parametrize("route", ["mixed", "whole", "keyword"])
+@pytest.mark.parametrize("stage", list(STAGES))
+@pytest.mark.parametrize("first", ["call", "stage"])
+def test_a_stage_and_a_call_share_one_trace(
+    route: str, stage: str, first: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # As jax.jit's: `f(x)` then `f.lower(x)` (or the other way round) runs the
+    # function once, counts one trace and explains no retrace.
+    made = _counting()
+    f, args, kwargs = made["calls"][route]
+    steps = [lambda: f(*args, **kwargs), lambda: STAGES[stage](f, args, kwargs)]
+    with caplog.at_level(logging.DEBUG, logger="treespec"):
+        for step in steps if first == "call" else steps[::-1]:
+            step()
+        for step in steps:  # and again: both cached
+            step()
+    assert made["runs"][route] == 1
+    assert f.trace_count == 1
+    assert [r.getMessage() for r in caplog.records if r.name == "treespec"] == []
+
+
+def test_a_methods_stages_share_the_calls_trace(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    runs = {"n": 0}
+
+    class Layer(eqx.Module):
+        w: jax.Array
+
+        @treespec.jit(explain_recompiles=True)
+        def apply(self, x: jax.Array, k: Static[int]) -> jax.Array:
+            runs["n"] += 1
+            return x * self.w * k
+
+    layer = Layer(jnp.ones(3))
+    x = jnp.arange(3.0)
+    with caplog.at_level(logging.DEBUG, logger="treespec"):
+        layer.apply(x, 2)
+        layer.apply.trace(x, 2)
+        compiled = layer.apply.lower(x, 2).compile()
+        Layer.apply.lower(layer, x, 2)
+        layer.apply.eval_shape(x, 2)
+        np.testing.assert_allclose(compiled(x, 2), 2 * x)
+    assert runs["n"] == 1 and layer.apply.trace_count == 1
+    assert [r.getMessage() for r in caplog.records if r.name == "treespec"] == []
 
 
 # -- messages in the user's terms -------------------------------------------------
