@@ -9,7 +9,7 @@ and the wholly static arguments left out (as `jax.jit`'s `static_argnums`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Concatenate, Protocol, Self, TypeVar, overload
 
 import jax
@@ -17,6 +17,8 @@ from typing_extensions import ParamSpec
 
 from .._model.errors import SpecError
 from .._runtime.cache import JitState
+from .._runtime.plan import Split
+from .._runtime.routes import StaleKey, key_split
 from .base import BoundTransform, Transformed
 from .stages import Lowered, StagedCall, staged_jit
 
@@ -52,8 +54,12 @@ class JitStages(Transformed[_P, _R]):
     #: The options `jax.jit` is given, and the cache (set by `Jitted`).
     _jax_kwargs: Mapping[str, Any]
     _state: JitState
+    _callers: Mapping[int, Callable[..., Any]]
 
     if TYPE_CHECKING:
+
+        def _caller(self, split: Split) -> Callable[..., Any]:
+            """The `jax.jit` of a split, made once (`Jitted`)."""
 
         @overload
         def __get__(self, instance: None, owner: type | None = None) -> Self: ...
@@ -151,7 +157,18 @@ class JitStages(Transformed[_P, _R]):
     def _staged(self, args: Any, kwargs: Any) -> tuple[StagedCall, Any]:
         """The call as its stages see it, and the `jax.jit` they are of."""
         call = self._staged_call(args, kwargs)
-        return call, staged_jit(call, self._traced, self._jax_kwargs)
+        return call, staged_jit(call, self._run_bound, self._jax_kwargs)
+
+    def _run_bound(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A bound call run as `__call__` runs it (its route, its key, its
+        `jax.jit`), without putting non-array outputs back: what a staged
+        program calls, so that a stage and a call share one trace."""
+        key, dynamic = self._splitter.split_bound(args, kwargs)
+        try:
+            caller = self._callers.get(key[0]) or self._caller(key_split(key))
+            return caller(key, *dynamic)
+        except StaleKey:  # another thread cleared the cache: split again
+            return self._run_bound(args, kwargs)
 
     def _staged_call(self, args: Any, kwargs: Any) -> StagedCall:
         try:

@@ -8,8 +8,12 @@ argument whose every leaf is static is one of its `static_argnums` (or
 JAX's own objects (`jax.stages.Traced`, `Lowered`, `Compiled`, and the
 `Exported` of `jax.export.export(f)`, which asks `f.trace`) speak in the
 user's arguments: their `in_tree` is the arguments' structure, never the
-internal split (`dynamic[0]`). The staged function runs the same traced body
-as a call (validation, the multi-process check, the trace count).
+internal split (`dynamic[0]`). The staged function calls the program a
+call of the function runs (its route, its key, its `jax.jit`), so a stage
+after a call finds that call's trace in JAX's cache, as `jax.jit`'s stages
+do, and a call after a stage finds the stage's: the function runs once, and
+validation, the multi-process check and the trace count are the call's. The
+lowered module holds that program as a function it calls (XLA inlines it).
 
 `Lowered` and `Compiled` wrap JAX's: a `Compiled` is called like the function
 (static leaves included, and checked against what it was compiled for, by
@@ -182,14 +186,22 @@ def _in_shardings(call: StagedCall) -> tuple[Any, ...] | None:
 
 
 def staged_jit(
-    call: StagedCall, traced: Callable[..., Any], options: Mapping[str, Any]
+    call: StagedCall, run: Callable[..., Any], options: Mapping[str, Any]
 ) -> Any:
-    """The `jax.jit` whose stages are those of `call` (see the module docstring)."""
-    key = call.key
+    """The `jax.jit` whose stages are those of `call` (see the module docstring).
+
+    `run(args, kwargs)` runs the call as the function's call does, through
+    the same `jax.jit` with the same key: the staged program calls that
+    program, so a stage after a call (or a call after a stage) finds the
+    trace in JAX's cache instead of running the function again."""
+    key, split = call.key, call.split
+    static = key_static(key)
+    treedef = split.plan.treedef
 
     def staged(*args: Any, **kwargs: Any) -> Any:
         dynamic = jax.tree_util.tree_leaves((args, kwargs))
-        out = traced(key, *dynamic)
+        full = jax.tree_util.tree_unflatten(treedef, split.merge(static, dynamic))
+        out = run(*full)
         if type(out) is WithStatic:  # the program returns the arrays only
             call.static_output = out.static
             return out.dynamic
