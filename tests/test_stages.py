@@ -283,6 +283,34 @@ def test_a_methods_stages_share_the_calls_trace(
     assert [r.getMessage() for r in caplog.records if r.name == "treespec"] == []
 
 
+# -- what the programs say of where they came from ----------------------------------
+
+
+def _scaled_tanh(x: jax.Array, n: Static[int]) -> jax.Array:
+    return jnp.sum(jnp.tanh(x)) * n
+
+
+def test_the_programs_source_locations_name_only_the_users_frames() -> None:
+    # As jax.jit's: the locations a lowered module and a compiled program's
+    # metadata carry (what dumps and profilers show) are the user's lines,
+    # never a frame of treespec's own package.
+    import os
+
+    here = os.path.dirname(treespec.__file__) + os.sep
+    for f in (treespec.jit(_scaled_tanh), treespec.jit(treespec.grad(_scaled_tanh))):
+        # The call's program (which the stages' calls), under grad too.
+        f(jnp.ones(2), 3)
+        lowered = f.lower(jnp.ones(2), 3)
+        text = lowered.as_text(debug_info=True)
+        assert f'"{__file__}":' in text
+        assert here not in text, [line for line in text.splitlines() if here in line]
+        executable = lowered.compile().runtime_executable()
+        (module,) = executable.hlo_modules()
+        proto = module.as_serialized_hlo_module_proto()
+        assert __file__.encode() in proto
+        assert here.encode() not in proto
+
+
 # -- messages in the user's terms -------------------------------------------------
 
 
