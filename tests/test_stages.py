@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any, TypedDict
 
 import equinox as eqx
@@ -281,6 +282,28 @@ def test_a_methods_stages_share_the_calls_trace(
         np.testing.assert_allclose(compiled(x, 2), 2 * x)
     assert runs["n"] == 1 and layer.apply.trace_count == 1
     assert [r.getMessage() for r in caplog.records if r.name == "treespec"] == []
+
+
+class _Keyed(TypedDict):
+    n: Static[int]
+
+
+class _KeyedLayer(eqx.Module):
+    w: jax.Array
+
+    @treespec.jit
+    def apply(self, x: jax.Array, cfg: _Keyed) -> jax.Array:
+        return x * self.w * cfg["n"]
+
+
+def test_a_methods_stage_refuses_a_wrong_argument_as_a_validation_error() -> None:
+    # Not a TypeError with a hint about binding the instance: the instance
+    # was bound, the argument is wrong.
+    layer = _KeyedLayer(jnp.ones(2))
+    for stage in (layer.apply.lower, partial(_KeyedLayer.apply.lower, layer)):
+        with pytest.raises(ValidationError, match=r"cfg\['m'\]") as info:
+            stage(jnp.ones(2), {"m": 1})
+        assert "instance first" not in str(info.value)
 
 
 # -- what the programs say of where they came from ----------------------------------
