@@ -898,6 +898,7 @@ _STAGES: dict[str, Any] = {
     "jit.trace": lambda f: treespec.jit(f).trace,
     "jit.eval_shape": lambda f: treespec.jit(f).eval_shape,
     "value_and_grad": treespec.value_and_grad,
+    "checked": treespec.checked,
 }
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Protocol, Self, TypeVar, ove
 import jax
 from typing_extensions import ParamSpec
 
-from .._model.errors import SpecError
+from .._model.errors import AT_THE_CALL, SpecError, ValidationError
 from .._runtime.cache import JitState
 from .._runtime.plan import Split
 from .._runtime.routes import StaleKey, key_split
@@ -156,7 +156,8 @@ class JitStages(Transformed[_P, _R]):
 
     def _staged(self, args: Any, kwargs: Any) -> tuple[StagedCall, Any]:
         """The call as its stages see it, and the `jax.jit` they are of."""
-        call = self._staged_call(args, kwargs)
+        with AT_THE_CALL:
+            call = self._staged_call(args, kwargs)
         return call, staged_jit(call, self._run_bound, self._jax_kwargs)
 
     def _run_bound(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -174,7 +175,7 @@ class JitStages(Transformed[_P, _R]):
         try:
             return StagedCall(self._splitter, args, kwargs)
         except TypeError as error:
-            if isinstance(error, SpecError):
+            if isinstance(error, (SpecError, ValidationError)):
                 raise
             params = self.spec.params
             if not params or params[0].name not in ("self", "cls"):

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 import jax
 
-from .._model.errors import SpecError, ValidationError
+from .._model.errors import AT_THE_CALL, SpecError, ValidationError
 from .._runtime.partition import combine
 from .._runtime.plan import Kind, Split
 from .._runtime.routes import Key, key_split, key_static
@@ -329,7 +329,8 @@ class Compiled(Stage):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the executable with the function's arguments, static leaves
         included; they must be those it was compiled for."""
-        call = StagedCall(self._call.splitter, (*self._first, *args), kwargs)
+        with AT_THE_CALL:
+            call = StagedCall(self._call.splitter, (*self._first, *args), kwargs)
         issues = mismatches(self._call, call)
         if issues:
             raise ValidationError(issues, f"{call.spec.name} (compiled)")
