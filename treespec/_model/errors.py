@@ -155,6 +155,11 @@ class ValidationError(TypeError):
         lines = [head] + ["  " + i.format().replace("\n", "\n  ") for i in self.issues]
         super().__init__("\n".join(lines))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Made again from its issues (an exception pickles its message by
+        # default, which is not what `__init__` takes).
+        return type(self), (self.issues, self.context), self.__dict__
+
 
 class AtTheCall:
     """`with AT_THE_CALL:` around what a call does before JAX runs (bind,
@@ -182,6 +187,11 @@ class AtTheCall:
 
 #: The one `AtTheCall` (it holds nothing).
 AT_THE_CALL = AtTheCall()
+
+
+# Shown as exported (`treespec.ValidationError: ...` as a traceback's last
+# line, and pickled by that name), not by the private module they live in.
+SpecError.__module__ = ValidationError.__module__ = "treespec"
 
 
 def argument_of(loc: str) -> str | None:
