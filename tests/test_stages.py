@@ -204,7 +204,7 @@ def test_a_donated_keyword_argument_is_donated_by_lower_and_compile() -> None:
 
 def _counting() -> dict[str, Any]:
     """Functions of each route that count how often their body runs."""
-    runs = {"mixed": 0, "whole": 0, "keyword": 0}
+    runs = {"mixed": 0, "whole": 0, "keyword": 0, "options": 0}
 
     @treespec.jit(explain_recompiles=True)
     def mixed(x: Float[Array, "b 3"], cfg: Config) -> jax.Array:
@@ -221,10 +221,21 @@ def _counting() -> dict[str, Any]:
         runs["keyword"] += 1
         return x * n + y
 
+    # Options only a top-level jax.jit takes: the stages' program is no
+    # nested call of the call's.
+    @treespec.jit(
+        explain_recompiles=True,
+        compiler_options={"xla_embed_ir_in_executable": True},
+    )
+    def options(x: jax.Array, n: Static[int]) -> jax.Array:
+        runs["options"] += 1
+        return jnp.tanh(x) * n
+
     calls = {
         "mixed": (mixed, (X, CFG), {}),
         "whole": (whole, (X, 3), {}),
         "keyword": (keyword, (X,), {"n": 2, "y": X}),
+        "options": (options, (X, 3), {}),
     }
     return {"runs": runs, "calls": calls}
 
@@ -237,7 +248,7 @@ STAGES = {
 }
 
 
-@pytest.mark.parametrize("route", ["mixed", "whole", "keyword"])
+@pytest.mark.parametrize("route", ["mixed", "whole", "keyword", "options"])
 @pytest.mark.parametrize("stage", list(STAGES))
 @pytest.mark.parametrize("first", ["call", "stage"])
 def test_a_stage_and_a_call_share_one_trace(
@@ -256,6 +267,9 @@ def test_a_stage_and_a_call_share_one_trace(
     assert made["runs"][route] == 1
     assert f.trace_count == 1
     assert [r.getMessage() for r in caplog.records if r.name == "treespec"] == []
+    # The call's program itself, as jax.jit's stages give it: no nested jit.
+    eqns = f.trace(*args, **kwargs).jaxpr.eqns
+    assert eqns and all(e.primitive.name not in ("jit", "pjit") for e in eqns)
 
 
 def test_a_methods_stages_share_the_calls_trace(

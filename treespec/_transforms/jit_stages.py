@@ -161,15 +161,24 @@ class JitStages(Transformed[_P, _R]):
         return call, staged_jit(call, self._run_bound, self._jax_kwargs)
 
     def _run_bound(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """A bound call run as `__call__` runs it (its route, its key, its
-        `jax.jit`), without putting non-array outputs back: what a staged
-        program calls, so that a stage and a call share one trace."""
+        """A bound call as the staged program runs it: the trace of the
+        call's own `jax.jit` for the call's route and key (JAX's cache has
+        it after a call, and keeps it for one), its program inlined; the
+        non-array outputs not put back."""
         key, dynamic = self._splitter.split_bound(args, kwargs)
         try:
-            caller = self._callers.get(key[0]) or self._caller(key_split(key))
-            return caller(key, *dynamic)
+            caller: Any = self._callers.get(key[0]) or self._caller(key_split(key))
+            traced = caller.trace(key, *dynamic)
         except StaleKey:  # another thread cleared the cache: split again
             return self._run_bound(args, kwargs)
+        program = traced.jaxpr
+        leaves = jax.tree_util.tree_leaves(dynamic)
+        if len(program.jaxpr.invars) != len(leaves):
+            # Arguments of its own (it closes over a value traced outside):
+            # JAX's call binds them.
+            return caller(key, *dynamic)
+        out = jax.core.eval_jaxpr(program.jaxpr, program.consts, *leaves)
+        return jax.tree_util.tree_unflatten(traced.out_tree, out)
 
     def _staged_call(self, args: Any, kwargs: Any) -> StagedCall:
         try:

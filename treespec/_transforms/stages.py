@@ -8,10 +8,10 @@ argument whose every leaf is static is one of its `static_argnums` (or
 JAX's own objects (`jax.stages.Traced`, `Lowered`, `Compiled`, and the
 `Exported` of `jax.export.export(f)`, which asks `f.trace`) speak in the
 user's arguments: their `in_tree` is the arguments' structure, never the
-internal split (`dynamic[0]`). The staged function calls the program a call
-runs (its route, key and `jax.jit`), so a stage and a call find one trace in
-JAX's cache, as `jax.jit`'s do: the function runs once; validation, the
-multi-process check and the trace count are the call's.
+internal split (`dynamic[0]`). The staged function inlines the trace of the
+call's own `jax.jit` (its route and key), so a stage and a call find one
+trace in JAX's cache, as `jax.jit`'s do: the function runs once; validation,
+the multi-process check and the trace count are the call's.
 
 `Lowered` and `Compiled` wrap JAX's: a `Compiled` is called like the function
 (static leaves included, and checked against what it was compiled for, by
@@ -185,7 +185,7 @@ def staged_jit(
     call: StagedCall, run: Callable[..., Any], options: Mapping[str, Any]
 ) -> Any:
     """The `jax.jit` whose stages are those of `call` (see the module
-    docstring); `run(args, kwargs)` runs the call's own program."""
+    docstring); `run(args, kwargs)` inlines the call's own program."""
     key, split = call.key, call.split
     static = key_static(key)
     treedef = split.plan.treedef
