@@ -348,6 +348,23 @@ def test_the_programs_source_locations_name_only_the_users_frames() -> None:
         assert here.encode() not in proto
 
 
+def test_the_lowered_programs_arguments_carry_the_users_names() -> None:
+    # As jax.jit's: `loc("x")`, and key paths for the leaves of a parameter
+    # (cfg['scale']), keywords by name; never args[0].
+    @treespec.jit
+    def step(
+        x: jax.Array, cfg: Config, *, k: Static[int] = 2, y: jax.Array
+    ) -> jax.Array:
+        return x * cfg["scale"] * k + y
+
+    lowered = step.lower(jnp.ones(2), CFG, y=jnp.ones(2))
+    text = lowered.as_text(debug_info=True)
+    (main,) = [line for line in text.splitlines() if "@main(" in line]
+    for name in ('loc("x")', """loc("cfg['scale']")""", 'loc("y")'):
+        assert name in main, main
+    assert "args[" not in text and "kwargs[" not in text
+
+
 # -- messages in the user's terms -------------------------------------------------
 
 
