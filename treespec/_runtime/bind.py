@@ -60,6 +60,8 @@ class Binder:
     """Rewrites calls of one function to their bound form."""
 
     def __init__(self, signature: inspect.Signature | None, name: str) -> None:
+        #: The function's signature (None: calls are taken as written).
+        self.signature = signature
         self._signature = signature
         self._name = name
         params = list(signature.parameters.values()) if signature else []

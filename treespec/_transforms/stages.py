@@ -202,6 +202,9 @@ def staged_jit(
     spec = call.spec
     staged.__name__ = spec.name.rpartition(".")[2]
     staged.__qualname__ = spec.name
+    signature = call.splitter.binder.signature
+    if signature is not None:  # JAX names the program's arguments by it
+        staged.__signature__ = signature  # type: ignore[attr-defined]
     options = dict(options)
     argnums, argnames = _donated(call)
     shardings = _in_shardings(call)
