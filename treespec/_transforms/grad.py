@@ -173,7 +173,8 @@ class _Grad(Transformed[_P, Any]):
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> Any:
         with AT_THE_CALL:
-            bound, named = self._splitter.bind(args, kwargs)  # argnums: bound
+            # Bound first: argnums are positions of the bound call.
+            bound, named = self._splitter.bind(args, kwargs)
             key, dynamic = self._splitter.split_bound(bound, named)
         split = key_split(key)
         targets = self._targets(split, bound)
