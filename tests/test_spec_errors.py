@@ -152,6 +152,7 @@ def test_the_errors_print_under_their_public_name_and_pickle(
 ) -> None:
     import pickle
     import traceback
+    import typing
 
     error = _raised(error_type)
     name = f"treespec.{error_type.__name__}"
@@ -163,3 +164,4 @@ def test_the_errors_print_under_their_public_name_and_pickle(
     if isinstance(error, ValidationError):
         assert isinstance(again, ValidationError)
         assert again.issues == error.issues and again.context == error.context
+    typing.get_type_hints(error_type)  # its annotations still resolve

@@ -190,8 +190,11 @@ AT_THE_CALL = AtTheCall()
 
 
 # Shown as exported (`treespec.ValidationError: ...` as a traceback's last
-# line, and pickled by that name), not by the private module they live in.
+# line, and pickled by that name), not by the private module they live in;
+# the annotation resolved here, where `Issue` is (`typing.get_type_hints`
+# would look for it in `treespec`).
 SpecError.__module__ = ValidationError.__module__ = "treespec"
+ValidationError.__annotations__ = {"issues": tuple[Issue, ...]}
 
 
 def argument_of(loc: str) -> str | None:
