@@ -311,3 +311,34 @@ def test_what_a_bound_method_compiled_goes_with_its_instance() -> None:
         del jitted, model
     gc.collect()
     assert [state() for state in states] == [None] * 3
+
+
+@pytest.mark.parametrize("how", ["copy", "deepcopy"])
+def test_a_copy_of_a_jitted_function_outlives_the_original(how: str) -> None:
+    # The copy is a wrapper of the same function with the same cache: once
+    # the original is dropped, it still calls what was compiled (no trace),
+    # traces a new key itself, and counts as the original did.
+    import copy
+
+    runs: list[int] = []
+
+    def f(x: jax.Array, n: Static[int]) -> jax.Array:
+        runs.append(n)
+        return x * n
+
+    jitted = treespec.jit(f)
+    jitted(jnp.ones(2), 2)
+    again = getattr(copy, how)(jitted)
+    del jitted
+    gc.collect()
+    np.testing.assert_allclose(again(jnp.ones(2), 2), 2.0)
+    assert runs == [2] and again.trace_count == 1
+    np.testing.assert_allclose(again(jnp.ones(2), 3), 3.0)
+    assert runs == [2, 3] and again.trace_count == 2
+    np.testing.assert_allclose(
+        again.lower(jnp.ones(2), 4).compile()(jnp.ones(2), 4), 4.0
+    )
+    assert runs == [2, 3, 4] and again.trace_count == 3
+    again.clear_cache()
+    np.testing.assert_allclose(again(jnp.ones(2), 2), 2.0)
+    assert runs == [2, 3, 4, 2] and again.trace_count == 4

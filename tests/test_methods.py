@@ -181,6 +181,22 @@ def test_spec_trace_count_and_the_stages_bind_the_instance() -> None:
     )
 
 
+@pytest.mark.parametrize("how", ["copy", "deepcopy"])
+def test_a_copy_of_a_methods_stage_keeps_its_instance(how: str) -> None:
+    # `m.scaled.lower(x, k)` binds `m`: the copies' `Compiled` is still
+    # called with the arguments after the instance, and computes with it.
+    copier = getattr(copy, how)
+    m = _model(scale=3.0)
+    lowered = m.scaled.lower(X, 2)
+    compiled = lowered.compile()
+    expected = X * m.w * 2
+    np.testing.assert_allclose(copier(compiled)(X, 2), expected, rtol=1e-6)
+    np.testing.assert_allclose(copier(lowered).compile()(X, 2), expected, rtol=1e-6)
+    # A copy of a copy, and of the bound lowering JAX-side, still binds it.
+    twice = copier(copier(lowered)).compile()
+    np.testing.assert_allclose(copier(twice)(X, 2), expected, rtol=1e-6)
+
+
 # -- one trace per instance structure ------------------------------------------------
 
 

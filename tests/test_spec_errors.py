@@ -124,3 +124,44 @@ def test_a_generic_leaf_annotation_is_still_checked() -> None:
     f(jnp.ones(1), bool)  # bool is a subclass of int
     with pytest.raises(ValidationError, match=r"argument t.*type\[int\]"):
         f(jnp.ones(1), str)
+
+
+# -- the error classes as the user sees them --------------------------------------
+
+
+def _raised(error_type: type[Exception]) -> Exception:
+    def f(x: Static[int] | jax.Array) -> None: ...
+
+    class Keyed(TypedDict):
+        n: Static[int]
+
+    def g(cfg: Keyed) -> int:
+        return cfg["n"]
+
+    with pytest.raises(error_type) as info:
+        if error_type is SpecError:
+            treespec.jit(f)
+        else:
+            treespec.jit(g)({"m": 1})  # type: ignore[typeddict-unknown-key]
+    return info.value
+
+
+@pytest.mark.parametrize("error_type", [SpecError, ValidationError])
+def test_the_errors_print_under_their_public_name_and_pickle(
+    error_type: type[Exception],
+) -> None:
+    import pickle
+    import traceback
+    import typing
+
+    error = _raised(error_type)
+    name = f"treespec.{error_type.__name__}"
+    last = traceback.format_exception(error)[-1]
+    assert last.startswith(f"{name}: "), last
+    assert repr(error).startswith(f"{error_type.__name__}(")
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is error_type and str(again) == str(error)
+    if isinstance(error, ValidationError):
+        assert isinstance(again, ValidationError)
+        assert again.issues == error.issues and again.context == error.context
+    typing.get_type_hints(error_type)  # its annotations still resolve

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any, TypedDict
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -195,6 +197,172 @@ def test_a_donated_keyword_argument_is_donated_by_lower_and_compile() -> None:
     assert "aliasing" not in _main_signature(kept.lower(jnp.ones(3), buf=jnp.ones(3)))
     compiled = lowered.compile()
     np.testing.assert_allclose(compiled(jnp.ones(3), buf=jnp.ones(3)), 2.0)
+
+
+# -- a stage reuses the call's trace, as jax.jit's do ------------------------------
+
+
+def _counting() -> dict[str, Any]:
+    """Functions of each route that count how often their body runs."""
+    runs = {"mixed": 0, "whole": 0, "keyword": 0, "options": 0}
+
+    @treespec.jit(explain_recompiles=True)
+    def mixed(x: Float[Array, "b 3"], cfg: Config) -> jax.Array:
+        runs["mixed"] += 1
+        return x * cfg["scale"] * cfg["depth"]
+
+    @treespec.jit(explain_recompiles=True)
+    def whole(x: jax.Array, n: Static[int]) -> tuple[jax.Array, str]:
+        runs["whole"] += 1
+        return x * n, "done"
+
+    @treespec.jit(explain_recompiles=True)
+    def keyword(x: jax.Array, *, n: Static[int], y: jax.Array) -> jax.Array:
+        runs["keyword"] += 1
+        return x * n + y
+
+    # Options only a top-level jax.jit takes: the stages' program is no
+    # nested call of the call's.
+    @treespec.jit(
+        explain_recompiles=True,
+        compiler_options={"xla_embed_ir_in_executable": True},
+    )
+    def options(x: jax.Array, n: Static[int]) -> jax.Array:
+        runs["options"] += 1
+        return jnp.tanh(x) * n
+
+    calls = {
+        "mixed": (mixed, (X, CFG), {}),
+        "whole": (whole, (X, 3), {}),
+        "keyword": (keyword, (X,), {"n": 2, "y": X}),
+        "options": (options, (X, 3), {}),
+    }
+    return {"runs": runs, "calls": calls}
+
+
+STAGES = {
+    "trace": lambda f, a, k: f.trace(*a, **k).out_info,
+    "lower": lambda f, a, k: f.lower(*a, **k).as_text(),
+    "compile": lambda f, a, k: f.lower(*a, **k).compile()(*a, **k),
+    "eval_shape": lambda f, a, k: f.eval_shape(*a, **k),
+}
+
+
+@pytest.mark.parametrize("route", ["mixed", "whole", "keyword", "options"])
+@pytest.mark.parametrize("stage", list(STAGES))
+@pytest.mark.parametrize("first", ["call", "stage"])
+def test_a_stage_and_a_call_share_one_trace(
+    route: str, stage: str, first: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # As jax.jit's: `f(x)` then `f.lower(x)` (or the other way round) runs the
+    # function once, counts one trace and explains no retrace.
+    made = _counting()
+    f, args, kwargs = made["calls"][route]
+    steps = [lambda: f(*args, **kwargs), lambda: STAGES[stage](f, args, kwargs)]
+    with caplog.at_level(logging.DEBUG, logger="treespec"):
+        for step in steps if first == "call" else steps[::-1]:
+            step()
+        for step in steps:  # and again: both cached
+            step()
+    assert made["runs"][route] == 1
+    assert f.trace_count == 1
+    assert [r.getMessage() for r in caplog.records if r.name == "treespec"] == []
+    # The call's program itself, as jax.jit's stages give it: no nested jit.
+    eqns = f.trace(*args, **kwargs).jaxpr.eqns
+    assert eqns and all(e.primitive.name not in ("jit", "pjit") for e in eqns)
+
+
+def test_a_methods_stages_share_the_calls_trace(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    runs = {"n": 0}
+
+    class Layer(eqx.Module):
+        w: jax.Array
+
+        @treespec.jit(explain_recompiles=True)
+        def apply(self, x: jax.Array, k: Static[int]) -> jax.Array:
+            runs["n"] += 1
+            return x * self.w * k
+
+    layer = Layer(jnp.ones(3))
+    x = jnp.arange(3.0)
+    with caplog.at_level(logging.DEBUG, logger="treespec"):
+        layer.apply(x, 2)
+        layer.apply.trace(x, 2)
+        compiled = layer.apply.lower(x, 2).compile()
+        Layer.apply.lower(layer, x, 2)
+        layer.apply.eval_shape(x, 2)
+        np.testing.assert_allclose(compiled(x, 2), 2 * x)
+    assert runs["n"] == 1 and layer.apply.trace_count == 1
+    assert [r.getMessage() for r in caplog.records if r.name == "treespec"] == []
+
+
+class _Keyed(TypedDict):
+    n: Static[int]
+
+
+class _KeyedLayer(eqx.Module):
+    w: jax.Array
+
+    @treespec.jit
+    def apply(self, x: jax.Array, cfg: _Keyed) -> jax.Array:
+        return x * self.w * cfg["n"]
+
+
+def test_a_methods_stage_refuses_a_wrong_argument_as_a_validation_error() -> None:
+    # Not a TypeError with a hint about binding the instance: the instance
+    # was bound, the argument is wrong.
+    layer = _KeyedLayer(jnp.ones(2))
+    for stage in (layer.apply.lower, partial(_KeyedLayer.apply.lower, layer)):
+        with pytest.raises(ValidationError, match=r"cfg\['m'\]") as info:
+            stage(jnp.ones(2), {"m": 1})
+        assert "instance first" not in str(info.value)
+
+
+# -- what the programs say of where they came from ----------------------------------
+
+
+def _scaled_tanh(x: jax.Array, n: Static[int]) -> jax.Array:
+    return jnp.sum(jnp.tanh(x)) * n
+
+
+def test_the_programs_source_locations_name_only_the_users_frames() -> None:
+    # As jax.jit's: the locations a lowered module and a compiled program's
+    # metadata carry (what dumps and profilers show) are the user's lines,
+    # never a frame of treespec's own package.
+    import os
+
+    here = os.path.dirname(treespec.__file__) + os.sep
+    for f in (treespec.jit(_scaled_tanh), treespec.jit(treespec.grad(_scaled_tanh))):
+        # The call's program (which the stages' calls), under grad too.
+        f(jnp.ones(2), 3)
+        lowered = f.lower(jnp.ones(2), 3)
+        text = lowered.as_text(debug_info=True)
+        assert f'"{__file__}":' in text
+        assert here not in text, [line for line in text.splitlines() if here in line]
+        executable = lowered.compile().runtime_executable()
+        (module,) = executable.hlo_modules()
+        proto = module.as_serialized_hlo_module_proto()
+        assert __file__.encode() in proto
+        assert here.encode() not in proto
+
+
+def test_the_lowered_programs_arguments_carry_the_users_names() -> None:
+    # As jax.jit's: `loc("x")`, and key paths for the leaves of a parameter
+    # (cfg['scale']), keywords by name; never args[0].
+    @treespec.jit
+    def step(
+        x: jax.Array, cfg: Config, *, k: Static[int] = 2, y: jax.Array
+    ) -> jax.Array:
+        return x * cfg["scale"] * k + y
+
+    lowered = step.lower(jnp.ones(2), CFG, y=jnp.ones(2))
+    text = lowered.as_text(debug_info=True)
+    (main,) = [line for line in text.splitlines() if "@main(" in line]
+    for name in ('loc("x")', """loc("cfg['scale']")""", 'loc("y")'):
+        assert name in main, main
+    assert "args[" not in text and "kwargs[" not in text
 
 
 # -- messages in the user's terms -------------------------------------------------

@@ -6,6 +6,8 @@ Each is compared with the JAX original (or Equinox) on the same function.
 from __future__ import annotations
 
 import functools
+import os
+import traceback
 from functools import partial
 from typing import Any, NamedTuple, TypedDict
 
@@ -835,7 +837,10 @@ def test_jaxs_tracer_errors_name_the_users_function_and_arguments(name: str) -> 
     message = str(info.value)
     if name == "vmap":  # JAX's vmap names the line the tracer came from
         assert f"{__file__}:{_BRANCHY_LINE + 1}" in message, message
-        assert "(_branchy)" in message and "treespec" not in message, message
+        assert "(_branchy)" in message, message
+        # No frame of treespec's own package (the checkout may be named
+        # treespec too: this file's path is in the message).
+        assert os.path.dirname(treespec.__file__) + os.sep not in message, message
         return
     assert f"_branchy at {__file__}:{_BRANCHY_LINE}" in message, message
     assert "argument cfg['scale']" in message, message
@@ -874,3 +879,49 @@ def test_a_vmap_message_names_only_the_arguments_that_are_wrong(cfg: Any) -> Non
     message = str(info.value)
     assert "cfg" in message
     assert "argument x" not in message, message
+
+
+# -- a ValidationError reaches the user under treespec's call only ---------------
+
+
+class _Keys(TypedDict):
+    depth: Static[int]
+    scale: float
+
+
+def _keyed(x: Float[Array, "... 3"], cfg: _Keys) -> jax.Array:
+    return jnp.sum(x) * cfg["depth"] * cfg["scale"]
+
+
+_STAGES: dict[str, Any] = {
+    "jit.lower": lambda f: treespec.jit(f).lower,
+    "jit.trace": lambda f: treespec.jit(f).trace,
+    "jit.eval_shape": lambda f: treespec.jit(f).eval_shape,
+    "value_and_grad": treespec.value_and_grad,
+    "checked": treespec.checked,
+}
+
+
+def _treespecs_frames(error: BaseException) -> int:
+    """How many frames of treespec's own package the printed traceback shows."""
+    folder = os.path.dirname(treespec.__file__) + os.sep
+    text = "".join(traceback.format_exception(error))
+    return text.count(f'File "{folder}')
+
+
+@pytest.mark.parametrize("name", sorted({**_EVERY_TRANSFORM, **_STAGES}))
+def test_a_wrong_structure_is_shown_under_no_more_frames_than_a_wrong_shape(
+    name: str,
+) -> None:
+    # A missing, misspelt or wrong-container TypedDict key is found before
+    # JAX traces (the plan of the structure); a wrong shape while it traces.
+    # Both are raised from the transform's call, under its one frame.
+    transformed = {**_EVERY_TRANSFORM, **_STAGES}[name](_keyed)
+    x = jnp.ones((1, 3))
+    with pytest.raises(ValidationError, match=r"argument x") as shape:
+        transformed(jnp.ones((1, 4)), {"depth": 2, "scale": 1.0})
+    assert _treespecs_frames(shape.value) <= 1
+    for cfg in [{"depth": 2}, {"depth": 2, "scal": 1.0}, [2, 1.0]]:
+        with pytest.raises(ValidationError, match=r"argument cfg") as structure:
+            transformed(x, cfg)
+        assert _treespecs_frames(structure.value) <= _treespecs_frames(shape.value)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 __all__ = [
+    "AT_THE_CALL",
     "Issue",
     "SpecError",
     "ValidationError",
@@ -152,6 +154,47 @@ class ValidationError(TypeError):
         head += _count(self.issues)
         lines = [head] + ["  " + i.format().replace("\n", "\n  ") for i in self.issues]
         super().__init__("\n".join(lines))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Made again from its issues (an exception pickles its message by
+        # default, which is not what `__init__` takes).
+        return type(self), (self.issues, self.context), self.__dict__
+
+
+class AtTheCall:
+    """`with AT_THE_CALL:` around what a call does before JAX runs (bind,
+    split): a `ValidationError` raised there reaches the user as raised by
+    their call, not under the frames of treespec's machinery that found it,
+    as one found while JAX traces does (JAX hides treespec's frames there).
+    A cause it was given stays; the exception it was raised while handling
+    is not shown (as `raise ... from None`)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if isinstance(error, ValidationError):
+            # The error goes on from the frame of the `with`, as re-raised
+            # there: without the frames below, nor that one.
+            error.__traceback__ = None
+            error.__suppress_context__ = True
+
+
+#: The one `AtTheCall` (it holds nothing).
+AT_THE_CALL = AtTheCall()
+
+
+# Shown as exported (`treespec.ValidationError: ...` as a traceback's last
+# line, and pickled by that name), not by the private module they live in;
+# the annotation resolved here, where `Issue` is (`typing.get_type_hints`
+# would look for it in `treespec`).
+SpecError.__module__ = ValidationError.__module__ = "treespec"
+ValidationError.__annotations__ = {"issues": tuple[Issue, ...]}
 
 
 def argument_of(loc: str) -> str | None:

@@ -60,7 +60,8 @@ class Binder:
     """Rewrites calls of one function to their bound form."""
 
     def __init__(self, signature: inspect.Signature | None, name: str) -> None:
-        self._signature = signature
+        #: The function's signature (None: calls are taken as written).
+        self.signature = signature
         self._name = name
         params = list(signature.parameters.values()) if signature else []
         self._positional = [p for p in params if p.kind in POSITIONAL_KINDS]
@@ -85,7 +86,7 @@ class Binder:
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The bound form of one call (`TypeError` if it does not fit)."""
-        if self._signature is None or (not kwargs and len(args) == self.direct_npos):
+        if self.signature is None or (not kwargs and len(args) == self.direct_npos):
             return args, kwargs
         shape = (len(args), tuple(kwargs))
         rebind = self._shapes.get(shape)
@@ -98,8 +99,8 @@ class Binder:
         return rebind(args, kwargs)
 
     def _rebind_for(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Rebind:
-        assert self._signature is not None
-        check_fits(self._signature, self._name, args, kwargs)
+        assert self.signature is not None
+        check_fits(self.signature, self._name, args, kwargs)
         plain = {k: v for k, v in kwargs.items() if k not in self._to_var_keyword}
         n_args = len(args)
         # Each positional parameter not passed positionally: by name, or its

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import jax
 from typing_extensions import ParamSpec
 
-from .._model.errors import SpecError, ValidationError
+from .._model.errors import AT_THE_CALL, SpecError, ValidationError
 from .api import caller_namespace, in_class_body, spec_for
 from .flags import Flags
 from .hints import parse_annotation
@@ -142,9 +142,11 @@ def checked(fun: Callable[_P, _R]) -> Callable[_P, _R]:
         if not validation_enabled():
             return fun(*args, **kwargs)
         split = splitter()
-        arguments = split.validate_call(*split.split_call(args, kwargs))
+        with AT_THE_CALL:  # raised at the call, not under treespec's frames
+            arguments = split.validate_call(*split.split_call(args, kwargs))
         result = fun(*args, **kwargs)
-        split.validate_return(result, arguments)
+        with AT_THE_CALL:
+            split.validate_return(result, arguments)
         return result
 
     try:

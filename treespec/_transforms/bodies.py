@@ -20,16 +20,24 @@ __all__ = ["CallNames", "as_users", "weak_method"]
 
 
 def _hide_treespecs_frames() -> None:
-    """Have JAX hide treespec's frames from a user's traceback as it hides
-    its own (`JAX_TRACEBACK_FILTERING`), as Equinox does: below a JAX
-    transform, an error of the user's function shows the user's frames."""
+    """Have JAX hide treespec's frames as it hides its own, as Equinox does:
+    from a user's traceback (`JAX_TRACEBACK_FILTERING`), so that below a JAX
+    transform an error of the user's function shows the user's frames; and
+    from the source information of what it traces, so that the locations a
+    lowered module and a compiled program carry (MLIR `loc`, HLO metadata:
+    what dumps and profilers show) are the user's lines, as under `jax.jit`."""
+    folder = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
-        from jax._src import traceback_util
-    except ImportError:  # pragma: no cover - a JAX without the private module
+        from jax._src import source_info_util, traceback_util
+    except ImportError:  # pragma: no cover - a JAX without the private modules
         return
     register = getattr(traceback_util, "register_exclusion", None)
     if callable(register):
-        register(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        register(folder)
+    register = getattr(source_info_util, "register_exclusion", None)
+    if callable(register):
+        # A prefix of file names: the separator keeps `treespec_extra/` out.
+        register(folder + os.sep)
 
 
 _hide_treespecs_frames()

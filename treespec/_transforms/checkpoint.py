@@ -8,6 +8,7 @@ from typing import Any, Never, TypeVar, overload
 import jax
 from typing_extensions import ParamSpec
 
+from .._model.errors import AT_THE_CALL
 from .._runtime.api import caller_namespace
 from .._runtime.routes import Key, key_split
 from .base import Transformed
@@ -51,7 +52,8 @@ class _Checkpointed(Transformed[_P, _R]):
         return (*super()._cache_options(), self._jax_kwargs)
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        key, dynamic = self._splitter.split_call(args, kwargs)
+        with AT_THE_CALL:
+            key, dynamic = self._splitter.split_call(args, kwargs)
         return join_output(self._remat(key)(key, *dynamic))  # type: ignore[no-any-return]
 
 
@@ -175,7 +177,8 @@ def eval_shape(fun: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> An
         validate=True,
         localns=caller_namespace(1),
     )
-    key, dynamic = shaped._splitter.split_call(args, kwargs)
+    with AT_THE_CALL:
+        key, dynamic = shaped._splitter.split_call(args, kwargs)
     return join_output(
         jax.eval_shape(lambda *leaves: shaped._traced(key, *leaves), *dynamic)
     )

@@ -9,7 +9,13 @@ import jax
 import numpy as np
 from typing_extensions import ParamSpec
 
-from .._model.errors import Issue, SpecError, ValidationError, describe_value
+from .._model.errors import (
+    AT_THE_CALL,
+    Issue,
+    SpecError,
+    ValidationError,
+    describe_value,
+)
 from .._runtime.api import caller_namespace
 from .._runtime.plan import Kind, Split, ask_callable
 from .._runtime.prefix import Entry, broadcast_tree
@@ -166,8 +172,10 @@ class _Grad(Transformed[_P, Any]):
         return found
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> Any:
-        bound, named = self._splitter.bind(args, kwargs)  # argnums: bound positions
-        key, dynamic = self._splitter.split_bound(bound, named)
+        with AT_THE_CALL:
+            # Bound first: argnums are positions of the bound call.
+            bound, named = self._splitter.bind(args, kwargs)
+            key, dynamic = self._splitter.split_bound(bound, named)
         split = key_split(key)
         targets = self._targets(split, bound)
         diff: list[tuple[int, int, int]] = []  # (argument, leaf within it, dyn pos)

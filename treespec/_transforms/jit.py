@@ -9,7 +9,7 @@ from typing import Any, TypeVar, overload
 import jax
 from typing_extensions import ParamSpec
 
-from .._model.errors import SpecError
+from .._model.errors import SpecError, ValidationError
 from .._runtime.api import caller_namespace
 from .._runtime.cache import JitState, freeze, shared_state
 from .._runtime.layout import is_sharding
@@ -211,29 +211,38 @@ class Jitted(JitStages[_P, _R]):
         named: dict[str, Any] = kwargs
         if named or len(call) != splitter.binder.direct_npos:
             call, named = splitter.bind(call, named)  # f(x, n=2) as f(x, 2)
-        if not named and len(call) == route.npos:
-            # The positional route, inlined: the common case. Arguments that
-            # all go to JAX whole have one key; a plain dict of scalars whose
-            # structure is all static is looked up by its probe, without a
-            # flatten.
-            key: Key | None = route.whole_key
-            if key is not None and route.guard is not None:
-                if type(call[0]) is not route.guard:
-                    key = None  # a subclass's instance: `split` decides
-            elif key is None:
-                mixed = route.get_mixed(call)
-                if type(mixed) is dict and route.probing:
-                    values = mixed.values()
-                    try:
-                        key = route.probes.get((*mixed, *map(type, values), *values))
-                    except TypeError:  # an unhashable value: `split` stops probing
-                        key = None
-            if key is None:
-                key, dynamic = route.split(call, named)
+        try:
+            if not named and len(call) == route.npos:
+                # The positional route, inlined: the common case. Arguments that
+                # all go to JAX whole have one key; a plain dict of scalars whose
+                # structure is all static is looked up by its probe, without a
+                # flatten.
+                key: Key | None = route.whole_key
+                if key is not None and route.guard is not None:
+                    if type(call[0]) is not route.guard:
+                        key = None  # a subclass's instance: `split` decides
+                elif key is None:
+                    mixed = route.get_mixed(call)
+                    if type(mixed) is dict and route.probing:
+                        values = mixed.values()
+                        try:
+                            key = route.probes.get(
+                                (*mixed, *map(type, values), *values)
+                            )
+                        except TypeError:  # an unhashable value: `split` stops probing
+                            key = None
+                if key is None:
+                    key, dynamic = route.split(call, named)
+                else:
+                    dynamic = route.get_whole(call)
             else:
-                dynamic = route.get_whole(call)
-        else:
-            key, dynamic = splitter.general.split(call, named)
+                key, dynamic = splitter.general.split(call, named)
+        except ValidationError as refused:
+            # Refused before JAX runs (a missing or unexpected key, another
+            # container): raised from here, as what tracing refuses is, not
+            # under the frames of the plan that found it (a cause it was
+            # given, such as a static value's own error, stays).
+            raise refused.with_traceback(None) from refused.__cause__
         caller = self._callers.get(key[0])  # by the key's `SplitId`
         try:
             if caller is None:

@@ -9,14 +9,16 @@ and the wholly static arguments left out (as `jax.jit`'s `static_argnums`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Concatenate, Protocol, Self, TypeVar, overload
 
 import jax
 from typing_extensions import ParamSpec
 
-from .._model.errors import SpecError
+from .._model.errors import AT_THE_CALL, SpecError, ValidationError
 from .._runtime.cache import JitState
+from .._runtime.plan import Split
+from .._runtime.routes import StaleKey, key_split
 from .base import BoundTransform, Transformed
 from .stages import Lowered, StagedCall, staged_jit
 
@@ -52,8 +54,12 @@ class JitStages(Transformed[_P, _R]):
     #: The options `jax.jit` is given, and the cache (set by `Jitted`).
     _jax_kwargs: Mapping[str, Any]
     _state: JitState
+    _callers: Mapping[int, Callable[..., Any]]
 
     if TYPE_CHECKING:
+
+        def _caller(self, split: Split) -> Callable[..., Any]:
+            """The `jax.jit` of a split, made once (`Jitted`)."""
 
         @overload
         def __get__(self, instance: None, owner: type | None = None) -> Self: ...
@@ -150,14 +156,35 @@ class JitStages(Transformed[_P, _R]):
 
     def _staged(self, args: Any, kwargs: Any) -> tuple[StagedCall, Any]:
         """The call as its stages see it, and the `jax.jit` they are of."""
-        call = self._staged_call(args, kwargs)
-        return call, staged_jit(call, self._traced, self._jax_kwargs)
+        with AT_THE_CALL:
+            call = self._staged_call(args, kwargs)
+        return call, staged_jit(call, self._run_bound, self._jax_kwargs)
+
+    def _run_bound(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A bound call as the staged program runs it: the trace of the
+        call's own `jax.jit` for the call's route and key (JAX's cache has
+        it after a call, and keeps it for one), its program inlined; the
+        non-array outputs not put back."""
+        key, dynamic = self._splitter.split_bound(args, kwargs)
+        try:
+            caller: Any = self._callers.get(key[0]) or self._caller(key_split(key))
+            traced = caller.trace(key, *dynamic)
+        except StaleKey:  # another thread cleared the cache: split again
+            return self._run_bound(args, kwargs)
+        program = traced.jaxpr
+        leaves = jax.tree_util.tree_leaves(dynamic)
+        if len(program.jaxpr.invars) != len(leaves):
+            # Arguments of its own (it closes over a value traced outside):
+            # JAX's call binds them.
+            return caller(key, *dynamic)
+        out = jax.core.eval_jaxpr(program.jaxpr, program.consts, *leaves)
+        return jax.tree_util.tree_unflatten(traced.out_tree, out)
 
     def _staged_call(self, args: Any, kwargs: Any) -> StagedCall:
         try:
             return StagedCall(self._splitter, args, kwargs)
         except TypeError as error:
-            if isinstance(error, SpecError):
+            if isinstance(error, (SpecError, ValidationError)):
                 raise
             params = self.spec.params
             if not params or params[0].name not in ("self", "cls"):

@@ -10,7 +10,7 @@ import jax
 from jax.sharding import PartitionSpec
 from typing_extensions import ParamSpec
 
-from .._model.errors import SpecError
+from .._model.errors import AT_THE_CALL, SpecError
 from .._runtime.api import caller_namespace
 from .._runtime.plan import Kind
 from .._runtime.prefix import broadcast_call
@@ -89,7 +89,8 @@ class _ShardMapped(Counted[_P, _R]):
         return tuple(specs)
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        key, dynamic = self._splitter.split_call(args, kwargs)
+        with AT_THE_CALL:
+            key, dynamic = self._splitter.split_call(args, kwargs)
         try:
             mapped = self._mapped.get(key)
         except TypeError:  # an unhashable static leaf: named, as under jit

@@ -8,8 +8,10 @@ argument whose every leaf is static is one of its `static_argnums` (or
 JAX's own objects (`jax.stages.Traced`, `Lowered`, `Compiled`, and the
 `Exported` of `jax.export.export(f)`, which asks `f.trace`) speak in the
 user's arguments: their `in_tree` is the arguments' structure, never the
-internal split (`dynamic[0]`). The staged function runs the same traced body
-as a call (validation, the multi-process check, the trace count).
+internal split (`dynamic[0]`). The staged function inlines the trace of the
+call's own `jax.jit` (its route and key), so a stage and a call find one
+trace in JAX's cache, as `jax.jit`'s do: the function runs once; validation,
+the multi-process check and the trace count are the call's.
 
 `Lowered` and `Compiled` wrap JAX's: a `Compiled` is called like the function
 (static leaves included, and checked against what it was compiled for, by
@@ -20,26 +22,24 @@ Non-array outputs are constants of the trace: the program returns the arrays,
 with `None` in their places (so an `Exported` needs no treespec to be called),
 and `Lowered`/`Compiled`/`eval_shape` put the values back.
 
-Donation: JAX donates whole arguments (`donate_argnums`), so a staged program
-donates an argument whose traced leaves are all `Donate`; an argument with
-donated and kept traced leaves is refused (a call of the function donates
-leaf by leaf). An `Exported` keeps no donation at all: donate where it is
-called.
+Donation: JAX donates whole arguments, so a staged program donates an
+argument whose traced leaves are all `Donate`, and refuses one with donated
+and kept traced leaves (a call donates leaf by leaf). An `Exported` keeps no
+donation: donate where it is called.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Self
 
 import jax
 
-from .._model.errors import Issue, SpecError, ValidationError, describe_value, location
-from .._runtime.diagnose import aval
+from .._model.errors import AT_THE_CALL, SpecError, ValidationError
 from .._runtime.partition import combine
 from .._runtime.plan import Kind, Split
 from .._runtime.routes import Key, key_split, key_static
-from .._runtime.values import is_array_like
+from .mismatches import mismatches
 from .outputs import WithStatic
 
 if TYPE_CHECKING:
@@ -182,14 +182,18 @@ def _in_shardings(call: StagedCall) -> tuple[Any, ...] | None:
 
 
 def staged_jit(
-    call: StagedCall, traced: Callable[..., Any], options: Mapping[str, Any]
+    call: StagedCall, run: Callable[..., Any], options: Mapping[str, Any]
 ) -> Any:
-    """The `jax.jit` whose stages are those of `call` (see the module docstring)."""
-    key = call.key
+    """The `jax.jit` whose stages are those of `call` (see the module
+    docstring); `run(args, kwargs)` inlines the call's own program."""
+    key, split = call.key, call.split
+    static = key_static(key)
+    treedef = split.plan.treedef
 
     def staged(*args: Any, **kwargs: Any) -> Any:
         dynamic = jax.tree_util.tree_leaves((args, kwargs))
-        out = traced(key, *dynamic)
+        full = jax.tree_util.tree_unflatten(treedef, split.merge(static, dynamic))
+        out = run(*full)
         if type(out) is WithStatic:  # the program returns the arrays only
             call.static_output = out.static
             return out.dynamic
@@ -198,6 +202,9 @@ def staged_jit(
     spec = call.spec
     staged.__name__ = spec.name.rpartition(".")[2]
     staged.__qualname__ = spec.name
+    signature = call.splitter.binder.signature
+    if signature is not None:  # JAX names the program's arguments by it
+        staged.__signature__ = signature  # type: ignore[attr-defined]
     options = dict(options)
     argnums, argnames = _donated(call)
     shardings = _in_shardings(call)
@@ -325,72 +332,10 @@ class Compiled(Stage):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the executable with the function's arguments, static leaves
         included; they must be those it was compiled for."""
-        call = StagedCall(self._call.splitter, (*self._first, *args), kwargs)
-        issues = _mismatches(self._call, call)
+        with AT_THE_CALL:
+            call = StagedCall(self._call.splitter, (*self._first, *args), kwargs)
+        issues = mismatches(self._call, call)
         if issues:
             raise ValidationError(issues, f"{call.spec.name} (compiled)")
         args, kwargs = call.program_arguments()
         return self._call.output(self._jax(*args, **kwargs))
-
-
-class Mismatch(Issue):
-    """A leaf of a call that differs from what a `Compiled` was compiled for."""
-
-    def format(self) -> str:
-        return f"{self.loc}: compiled for {self.expected}, called with {self.got}"
-
-
-def _shown(value: Any, other: Any) -> str:
-    """A static value as a message shows it: with its type where the two
-    values' types differ (`1` and `1.0` are equal)."""
-    text = repr(value)
-    text = text if len(text) <= 60 else text[:57] + "..."
-    return (
-        f"{text} ({type(value).__name__})" if type(value) is not type(other) else text
-    )
-
-
-def _mismatches(compiled: StagedCall, call: StagedCall) -> list[Issue]:
-    """Each place where `call` differs from the call `compiled` was made for."""
-    issues: list[Issue] = []
-    for (name, old, _), (_, new, _) in zip(compiled.arguments(), call.arguments()):
-        before = jax.tree_util.tree_structure(old)
-        after = jax.tree_util.tree_structure(new)
-        if before != after:  # type: ignore[operator]
-            issues.append(
-                Mismatch(location(name, name), f"the structure {before}", f"{after}")
-            )
-    if issues:
-        return issues
-    old_split, new_split = compiled.split, call.split
-    old_leaves = old_split.merge(key_static(compiled.key), compiled.dynamic)
-    new_leaves = new_split.merge(key_static(call.key), call.dynamic)
-    pairs: Sequence[tuple[Any, ...]] = list(
-        zip(
-            old_split.plan.infos,
-            old_split.kinds,
-            new_split.kinds,
-            old_leaves,
-            new_leaves,
-        )
-    )
-    for info, old_kind, new_kind, old, new in pairs:
-        loc = location(info.argument, info.path)
-        static = old_kind is Kind.STATIC
-        if static != (new_kind is Kind.STATIC):
-            was = _shown(old, new) if static else aval(old)
-            now = aval(new) if static else _shown(new, old)
-            issues.append(
-                Mismatch(
-                    loc,
-                    f"{was} ({'static' if static else 'traced'})",
-                    f"{now} ({'traced' if static else 'static'})",
-                )
-            )
-        elif static and (type(old) is not type(new) or old != new):
-            issues.append(Mismatch(loc, _shown(old, new), _shown(new, old)))
-        elif not static and aval(old) != aval(new):
-            # A value that is no array (a str) is shown as one, as elsewhere.
-            got = aval(new) if is_array_like(new) else describe_value(new)
-            issues.append(Mismatch(loc, aval(old), got))
-    return issues

@@ -7,19 +7,25 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from typing_extensions import ParamSpec
 
-from .._model.errors import Issue, SpecError, ValidationError, describe_value, location
+from .._model.errors import (
+    AT_THE_CALL,
+    Issue,
+    SpecError,
+    ValidationError,
+    describe_value,
+    location,
+)
 from .._runtime.api import caller_namespace
-from .._runtime.partition import combine
 from .._runtime.plan import Kind, Split
-from .._runtime.prefix import Entry, broadcast_call, broadcast_tree
+from .._runtime.prefix import Entry, broadcast_call
 from .._runtime.routes import Key, key_split
 from .base import Counted, Transformed
 from .bodies import as_users, weak_method
-from .outputs import WithStatic, join_output
+from .out_axes import OutAxes, has_callable
+from .outputs import join_output
 
 __all__ = ["pmap", "vmap"]
 
@@ -109,10 +115,10 @@ class _AxisMapped(Transformed[_P, _R]):
         self._entries: dict[Split, list[Entry]] = {}
         out_axes = jax_kwargs.get("out_axes", 0)
         #: `out_axes` with callables in it (`eqx.if_array(0)`): chosen per
-        #: output leaf while tracing, see `_OutAxes`.
-        self._out_axes: _OutAxes | None = None
-        if _has_callable(out_axes):
-            self._out_axes = _OutAxes(out_axes)
+        #: output leaf while tracing, see `OutAxes`.
+        self._out_axes: OutAxes | None = None
+        if has_callable(out_axes):
+            self._out_axes = OutAxes(out_axes)
             jax_kwargs = {**jax_kwargs, "out_axes": (0, None)}
         elif not isinstance(out_axes, (int, type(None))):
             self._output_tree = "out_axes"
@@ -136,69 +142,14 @@ class _AxisMapped(Transformed[_P, _R]):
         return _resolve_axes(self, split, entries, dynamic)
 
 
-def _has_callable(out_axes: Any) -> bool:
-    leaves = jax.tree_util.tree_leaves(out_axes, is_leaf=callable)
-    return any(callable(leaf) for leaf in leaves)
-
-
-def _is_out_entry(x: Any) -> bool:
-    return x is None or isinstance(x, int) or callable(x)
-
-
-class _OutAxes:
-    """`out_axes` holding callables (`leaf -> axis or None`), as Equinox takes.
-
-    JAX needs the output axes before the output exists, so the traced body
-    returns two groups, `(mapped, unmapped)` with `out_axes=(0, None)`: each
-    output leaf goes to the group its axis says (the callables see the traced
-    leaves), and `join` puts them back in place, moving each mapped leaf's
-    axis where it was asked for. Non-array outputs stay Python objects.
-    """
-
-    def __init__(self, spec: Any) -> None:
-        self.spec = spec
-
-    def split(self, out: Any, record: dict[str, Any]) -> tuple[Any, Any]:
-        static = out.static if type(out) is WithStatic else None
-        dynamic = out.dynamic if type(out) is WithStatic else out
-        leaves, treedef = jax.tree_util.tree_flatten(dynamic)
-        entries = broadcast_tree(self.spec, dynamic, _is_out_entry, "out_axes")
-        axes = []
-        for entry, leaf in zip(entries, leaves):
-            axis = entry.value(leaf) if callable(entry.value) else entry.value
-            if axis is not None and not isinstance(axis, int):
-                raise SpecError(
-                    f"{entry.where} (callable) returned {type(axis).__name__} "
-                    f"{axis!r}; an out_axes callable returns an int or None."
-                )
-            axes.append(axis)
-        record.update(treedef=treedef, axes=axes, static=static)
-        mapped = tuple(leaf for leaf, a in zip(leaves, axes) if a is not None)
-        unmapped = tuple(leaf for leaf, a in zip(leaves, axes) if a is None)
-        return mapped, unmapped
-
-    @staticmethod
-    def join(groups: tuple[Any, Any], record: dict[str, Any]) -> Any:
-        mapped, unmapped = iter(groups[0]), iter(groups[1])
-        leaves = []
-        for axis in record["axes"]:
-            if axis is None:
-                leaves.append(next(unmapped))
-            else:
-                leaf = next(mapped)
-                leaves.append(leaf if axis == 0 else jnp.moveaxis(leaf, 0, axis))
-        dynamic = jax.tree_util.tree_unflatten(record["treedef"], leaves)
-        static = record["static"]
-        return dynamic if static is None else combine(dynamic, static)
-
-
 class _VMapped(_AxisMapped[_P, _R]):
     _name = "vmap"
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        key, dynamic = self._splitter.split_call(args, kwargs)
-        split = key_split(key)
-        axes = self._axes(split, dynamic, args, kwargs)
+        with AT_THE_CALL:
+            key, dynamic = self._splitter.split_call(args, kwargs)
+            split = key_split(key)
+            axes = self._axes(split, dynamic, args, kwargs)
         names = split.plan.route.arg_names(split)
         out_axes = self._out_axes
         if out_axes is None:
@@ -317,9 +268,10 @@ class _PMapped(_AxisMapped[_P, _R], Counted[_P, _R]):
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         key: Key
-        key, dynamic = self._splitter.split_call(args, kwargs)
-        split = key_split(key)
-        axes = self._axes(split, dynamic, args, kwargs)
+        with AT_THE_CALL:
+            key, dynamic = self._splitter.split_call(args, kwargs)
+            split = key_split(key)
+            axes = self._axes(split, dynamic, args, kwargs)
         try:
             out = self._compiled_for(split, axes)(key, *dynamic)
         except (TypeError, ValueError):
