@@ -20,6 +20,7 @@ wrap a long line under that column rather than cut it at the box's edge.
 
 from __future__ import annotations
 
+import json
 import re
 from html import unescape
 from pathlib import Path
@@ -67,9 +68,46 @@ def on_post_build(config: Any) -> None:
     site = Path(config.site_dir)
     for name in ("sitemap.xml", "sitemap.xml.gz"):
         (site / name).unlink(missing_ok=True)
+    index = site / "search" / "search_index.json"
+    if index.exists():
+        index.write_text(_flag_safe(index.read_text()))
     not_found = site / "404.html"
     if not_found.exists():
         not_found.write_text(_rooted(not_found.read_text()))
+
+
+#: Joins a one-letter word to what follows it, unseen (U+2060 WORD JOINER).
+_JOINER = "\u2060"
+
+
+def _flag_safe(text: str) -> str:
+    """The search index with no word of one letter.
+
+    The search box reads `-m` in `python -m treespec check` as "leave out every
+    page with the word `m`", and `"n m"` (a jaxtyping shape) puts that word on
+    the very pages the query is after. An index without one-letter words
+    leaves nothing out for such a flag; the joiner keeps the text as it
+    reads.
+    """
+    index = json.loads(text)
+    split = re.compile(f"({index['config']['separator']})")
+    for doc in index["docs"]:
+        for field in ("title", "text"):
+            parts = re.split(r"(<[^>]+>)", doc[field])
+            doc[field] = "".join(
+                part if part.startswith("<") else _joined(part, split) for part in parts
+            )
+    return json.dumps(index, ensure_ascii=False, separators=(",", ":"))
+
+
+def _joined(text: str, split: re.Pattern[str]) -> str:
+    words = split.split(text)
+    return "".join(
+        _JOINER + word
+        if index % 2 == 0 and len(word) == 1 and word.isalpha()
+        else word or ""
+        for index, word in enumerate(words)
+    )
 
 
 #: Rewrites the 404 page's `/...` links to the folder the site is served from.

@@ -16,6 +16,9 @@ What it holds, on every page:
   lines), no wrapped output box scrolls, no heading is wider than the screen
   or takes more than three lines, and no name in a table's first column is
   broken across lines.
+
+And on the site: a query typed into the search box finds the page that
+answers it first (or among the first three), e.g. `python -m treespec check`.
 """
 
 from __future__ import annotations
@@ -250,3 +253,47 @@ def test_the_probe_finds_what_it_looks_for(browser: Any) -> None:
     assert set(found) == kinds
     assert found["copy-overlap"]["where"].endswith("/ covered")
     assert not found["box-overflow"]["wraps"] and found["box-overflow"]["lang"]
+
+
+#: What a reader types into the site's search box, the pages one of which must
+#: be among the first results, and how many results from the top it may be.
+SEARCHES = [
+    ("check", {"shapes/"}, 1),
+    ("python -m treespec check", {"shapes/"}, 1),
+    ("retrace", {"faq/", "transforms/jit/"}, 3),
+    ("donate", {"faq/", "transforms/jit/"}, 3),
+    ("mypy", {"static-checking/"}, 1),
+]
+
+#: The pages the search box lists, in order, once its list stops changing.
+RESULTS = """() => [...document.querySelectorAll("li.md-search-result__item")]
+  .map((item) => item.querySelector("a").getAttribute("href"))"""
+
+
+def _search(browser: Any, site: str, query: str) -> list[str]:
+    """The pages the site's own search box ranks for `query`, best first."""
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        page.goto(site)
+        box = page.locator("input.md-search__input")
+        box.click()
+        box.press_sequentially(query, delay=20)
+        page.wait_for_selector("li.md-search-result__item")
+        found: list[str] = []
+        for _ in range(50):  # the worker answers each keystroke: wait for the last
+            page.wait_for_timeout(200)
+            now = page.evaluate(RESULTS)
+            if now == found:
+                break
+            found = now
+    finally:
+        page.close()
+    return [href.removeprefix(site) for href in found]
+
+
+@pytest.mark.parametrize(("query", "wanted", "within"), SEARCHES)
+def test_the_search_box_ranks_the_page_that_answers(
+    browser: Any, site: str, query: str, wanted: set[str], within: int
+) -> None:
+    ranked = _search(browser, site, query)
+    assert wanted & set(ranked[:within]), (query, ranked[:5])
