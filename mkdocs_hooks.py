@@ -51,8 +51,44 @@ _OUTPUT = re.compile(
 def on_page_content(html: str, **kwargs: Any) -> str:
     """Each aligned output block (```output: `treespec.explain`'s columns) says
     where its last column starts, as `--hang` on its code element: a long line
-    wraps there (docs/stylesheets/extra.css), under its own column."""
-    return _OUTPUT.sub(_hang, html)
+    wraps there (docs/stylesheets/extra.css), under its own column. And a
+    dotted name in a table cell may break after a dot (`treespec.` /
+    `value_and_grad`), code in a cell also between words and after a slash of
+    a path, and nowhere else."""
+    html = _OUTPUT.sub(_hang, html)
+    return _TABLE.sub(lambda table: _ROW.sub(_dotted, table.group(0)), html)
+
+
+#: A Markdown table (a code listing's table has a class), a row, its cells,
+#: tags, code, and a dot that a name goes on after.
+_TABLE = re.compile(r"<table>.*?</table>", re.S)
+_ROW = re.compile(r"<tr\b[^>]*>.*?</tr>", re.S)
+_CELL = re.compile(r"(<td\b[^>]*>)(.*?)(</td>)", re.S)
+_TAG = re.compile(r"(<code>[^<]*</code>|<[^>]+>)")
+_NAME_DOT = re.compile(r"\.(?=[A-Za-z_])")
+_PATH_SLASH = re.compile(r"/(?=[A-Za-z_])")
+
+
+def _dotted(row: re.Match[str]) -> str:
+    """The row with a <wbr> after each dot of a dotted name, in text and in
+    code, and after each space and slash in code: code does not break elsewhere
+    (docs/stylesheets/extra.css). A first column's code does not break."""
+    first = True
+
+    def cell(found: re.Match[str]) -> str:
+        nonlocal first
+        parts = _TAG.split(found.group(2))
+        for index, part in enumerate(parts):
+            if index % 2 == 0:
+                parts[index] = _NAME_DOT.sub(".<wbr>", part)
+            elif part.startswith("<code>") and not first:
+                text = part[len("<code>") : -len("</code>")]
+                text = _PATH_SLASH.sub("/<wbr>", _NAME_DOT.sub(".<wbr>", text))
+                parts[index] = "<code>" + text.replace(" ", " <wbr>") + "</code>"
+        first = False
+        return found.group(1) + "".join(parts) + found.group(3)
+
+    return _CELL.sub(cell, row.group(0))
 
 
 def _hang(found: re.Match[str]) -> str:

@@ -749,6 +749,19 @@ def test_the_home_pages_figures_are_the_benchmarks() -> None:
     eqx_s1 = float(ratios["S1 equinox.filter_jit / treespec.jit (hints)"])
     eqx_s4 = float(ratios["S4 equinox.filter_jit / treespec.jit"])
     assert f"took {eqx_s1:.1f}x and {eqx_s4:.1f}x treespec's time" in home
+    # The slowest case, a method of a plain class, against jax.jit on it.
+    times = dict(
+        re.findall(
+            r"^\| (plain class: [^|]+?) \| ([\d.]+) µs \|",
+            (ROOT / "docs" / "performance.md").read_text(),
+            flags=re.M,
+        )
+    )
+    plain = float(times["plain class: treespec.jit"]) / float(
+        times["plain class: jax.jit (instance static)"]
+    )
+    assert f"method of a plain class (not a pytree): {plain:.2f}x the time" in home
+    assert plain > high  # outside the range above: said apart
     # No benchmark label ("(S1)") before the Performance page defines it.
     assert not re.search(r"\(S\d\)", home)
 

@@ -11,7 +11,9 @@ What it holds, on every page:
 - at 1280 px no code or output box is wider than its frame, no heading either,
   and the whole left navigation fits the screen;
 - at both widths no table scrolls sideways;
-- at both widths no copy button covers a word of a code box;
+- at both widths no copy button covers a word of a code box, nor leaves an
+  empty band above the box's first line, and code in a table cell breaks only
+  between words or after a dot or a slash;
 - at 390 px Home's example shows whole (its point sits at the right of its
   lines), no wrapped output box scrolls, no heading is wider than the screen
   or takes more than three lines, and no name in a table's first column is
@@ -44,9 +46,11 @@ CHROMIUM = ("chromium", "chromium-browser", "google-chrome")
 #: What a page shows wrong, as a list of `{kind, where}` records. The kinds:
 #: `box-overflow` (a code box scrolls sideways; `wraps` says whether it is a
 #: wrapped output box), `copy-overlap` (the copy button over a word),
+#: `copy-band` (the copy button's row above a code box, left empty beside it),
 #: `heading-overflow`, `heading-lines`, `broken-name` (code in a table's first
-#: column on two lines), `table-overflow` (a table that scrolls sideways) and
-#: `nav-cut` (a left navigation entry below the screen).
+#: column on two lines), `broken-word` (code in a table cell broken inside a
+#: word), `table-overflow` (a table that scrolls sideways) and `nav-cut` (a left
+#: navigation entry below the screen).
 PROBE = """() => {
   const found = [];
   const where = (el) => (el.textContent || "").trim().split("\\n")[0].slice(0, 50);
@@ -75,6 +79,8 @@ PROBE = """() => {
     }
     const button = pre.querySelector(".md-code__button, .md-clipboard");
     if (!button) continue;
+    const band = code.getBoundingClientRect().top - pre.getBoundingClientRect().top;
+    if (band > 12) found.push({kind: "copy-band", where: where(code), band});
     const b = button.getBoundingClientRect();
     for (const [r, word] of words(code)) {
       const over = r.right > b.left && r.left < b.right;
@@ -93,9 +99,36 @@ PROBE = """() => {
       found.push({kind: "heading-overflow", where: where(h)});
     }
   }
-  for (const code of document.querySelectorAll(".md-content td:first-child code")) {
-    if (code.getClientRects().length > 1) {
+  // Where code in a table cell goes on to a next line: after which character.
+  const breaks = (code) => {
+    const after = [];
+    let top = null;
+    let before = "";
+    const walk = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+    for (let node; (node = walk.nextNode()); ) {
+      for (let i = 0; i < node.data.length; i++) {
+        const range = document.createRange();
+        range.setStart(node, i);
+        range.setEnd(node, i + 1);
+        const rect = range.getClientRects()[0];
+        if (rect && node.data[i] !== " ") {
+          if (top !== null && rect.top > top + 1) after.push(before);
+          top = rect.top;
+        }
+        before = node.data[i];
+      }
+    }
+    return after;
+  };
+  for (const code of document.querySelectorAll(".md-content td code")) {
+    if (code.closest("pre")) continue;  // a listing's lines, not a name
+    const after = breaks(code);
+    if (after.length && code.closest("td:first-child")) {
       found.push({kind: "broken-name", where: where(code)});
+    } else if (after.some((c) => !" ./".includes(c))) {
+      // Only between words, after a dot (`treespec.` / `value_and_grad`) or
+      // after a slash of a path.
+      found.push({kind: "broken-word", where: where(code)});
     }
   }
   for (const table of document.querySelectorAll(".md-content table")) {
@@ -241,7 +274,11 @@ def test_the_probe_finds_what_it_looks_for(browser: Any) -> None:
               white-space: pre">covered {long}</code></pre></div>
             <h2 style="width: 100px; white-space: nowrap; overflow: hidden">{long}</h2>
             <table><tr><td style="width: 30px"><code>Static[T] Static[T]</code></td>
-            </tr></table>
+            <td style="width: 60px"><code style="word-break: break-all"
+              >treespec.value_and_grad</code></td></tr></table>
+            <div class="language-python"><pre>
+            <nav style="height: 40px"><button class="md-code__button"></button></nav
+            ><code>a</code></pre></div>
             <div style="width: 50px; overflow: auto"><table><tr><td>{long}</td></tr>
             </table></div></div>"""
         )
@@ -249,7 +286,7 @@ def test_the_probe_finds_what_it_looks_for(browser: Any) -> None:
     finally:
         page.close()
     kinds = {"box-overflow", "copy-overlap", "heading-overflow", "broken-name"}
-    kinds |= {"table-overflow"}
+    kinds |= {"table-overflow", "copy-band", "broken-word"}
     assert set(found) == kinds
     assert found["copy-overlap"]["where"].endswith("/ covered")
     assert not found["box-overflow"]["wraps"] and found["box-overflow"]["lang"]
