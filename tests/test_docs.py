@@ -347,7 +347,6 @@ def test_output_blocks_are_found_and_normalised() -> None:
 
 #: Pages of reference, tables or included files: no example of their own.
 REFERENCE = (
-    "api.md",
     "README.md",
     "performance.md",
     "static-checking.md",
@@ -357,9 +356,17 @@ REFERENCE = (
 )
 
 
+def _is_api(page: Path) -> bool:
+    """A page of the API reference (docs/api.md, docs/api-*.md)."""
+    return (
+        page.parent == ROOT / "docs"
+        and re.fullmatch(r"api(-.+)?\.md", page.name) is not None
+    )
+
+
 def test_every_page_starts_with_an_example_or_is_reference() -> None:
     for page in PAGES:
-        if page.name in REFERENCE:
+        if page.name in REFERENCE or _is_api(page):
             continue
         assert _blocks(page), f"{page} has no runnable example"
         # Its first code block (past shell commands such as an install line) is
@@ -602,11 +609,13 @@ def test_long_code_lines_are_found() -> None:
 
 
 def _api_objects() -> dict[str, Any]:
-    """The objects docs/api.md documents (`::: treespec.jit`), by identifier."""
+    """The objects the API reference (docs/api.md, docs/api-*.md) documents
+    (`::: treespec.jit`), by identifier."""
     found = {}
-    for name in re.findall(r"^::: (\S+)", (ROOT / "docs" / "api.md").read_text(), re.M):
-        module, _, attribute = name.rpartition(".")
-        found[name] = getattr(importlib.import_module(module), attribute)
+    for page in sorted((ROOT / "docs").glob("api*.md")):
+        for name in re.findall(r"^::: (\S+)", page.read_text(), re.M):
+            module, _, attribute = name.rpartition(".")
+            found[name] = getattr(importlib.import_module(module), attribute)
     return found
 
 
@@ -766,8 +775,8 @@ def test_the_home_pages_figures_are_the_benchmarks() -> None:
     assert not re.search(r"\(S\d\)", home)
 
 
-#: Pages that end where they are: the reference, the included files.
-_ENDS = ("api.md", "README.md", "changelog.md", "contributing.md")
+#: Pages that end where they are: the included files.
+_ENDS = ("README.md", "changelog.md", "contributing.md")
 
 
 def test_every_page_ends_with_where_to_go_next() -> None:
@@ -791,6 +800,18 @@ def test_included_pages_show_the_files(site: Path) -> None:
             if line and not line.startswith("#")
         )
         assert first.split()[0] in html and "--8&lt;--" not in html, page
+
+
+def test_the_examples_page_shows_every_script(site: Path) -> None:
+    # Included whole (snippets), so the page shows each file as it is.
+    page = (ROOT / "docs" / "examples.md").read_text()
+    built = html.unescape(
+        re.sub(r"<[^>]+>", "", (site / "examples" / "index.html").read_text())
+    )
+    for script in sorted((ROOT / "examples").glob("*.py")):
+        assert f'--8<-- "examples/{script.name}"' in page, script.name
+        lines = [line for line in script.read_text().splitlines() if line.strip()]
+        assert lines[0] in built and lines[-1].strip() in built, script.name
 
 
 def test_site_publishes_no_tool_files_and_no_sitemap(site: Path) -> None:

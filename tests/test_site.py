@@ -221,10 +221,8 @@ def _pages() -> list[str]:
             (target,) = entry.values()
             if isinstance(target, list):
                 yield from walk(target)
-            elif target == "index.md":
-                yield ""
             else:
-                yield target.removesuffix(".md") + "/"
+                yield (target.removesuffix(".md") + "/").removesuffix("index/")
 
     return list(walk(config["nav"]))
 
