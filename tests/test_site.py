@@ -142,7 +142,9 @@ PROBE = """() => {
     const bottom = nav.getBoundingClientRect().bottom;
     for (const link of nav.querySelectorAll(".md-nav__link")) {
       const r = link.getBoundingClientRect();
-      if (r.height > 0 && link.offsetParent && r.bottom > bottom + 1) {
+      // An entry of a folded section is laid out but not shown: no cut.
+      const shown = getComputedStyle(link).visibility === "visible";
+      if (shown && r.height > 0 && link.offsetParent && r.bottom > bottom + 1) {
         found.push({kind: "nav-cut", where: where(link)});
       }
     }
