@@ -20,6 +20,7 @@ wrap a long line under that column rather than cut it at the box's edge.
 
 from __future__ import annotations
 
+import json
 import re
 from html import unescape
 from pathlib import Path
@@ -50,8 +51,44 @@ _OUTPUT = re.compile(
 def on_page_content(html: str, **kwargs: Any) -> str:
     """Each aligned output block (```output: `treespec.explain`'s columns) says
     where its last column starts, as `--hang` on its code element: a long line
-    wraps there (docs/stylesheets/extra.css), under its own column."""
-    return _OUTPUT.sub(_hang, html)
+    wraps there (docs/stylesheets/extra.css), under its own column. And a
+    dotted name in a table cell may break after a dot (`treespec.` /
+    `value_and_grad`), code in a cell also between words and after a slash of
+    a path, and nowhere else."""
+    html = _OUTPUT.sub(_hang, html)
+    return _TABLE.sub(lambda table: _ROW.sub(_dotted, table.group(0)), html)
+
+
+#: A Markdown table (a code listing's table has a class), a row, its cells,
+#: tags, code, and a dot that a name goes on after.
+_TABLE = re.compile(r"<table>.*?</table>", re.S)
+_ROW = re.compile(r"<tr\b[^>]*>.*?</tr>", re.S)
+_CELL = re.compile(r"(<td\b[^>]*>)(.*?)(</td>)", re.S)
+_TAG = re.compile(r"(<code>[^<]*</code>|<[^>]+>)")
+_NAME_DOT = re.compile(r"\.(?=[A-Za-z_])")
+_PATH_SLASH = re.compile(r"/(?=[A-Za-z_])")
+
+
+def _dotted(row: re.Match[str]) -> str:
+    """The row with a <wbr> after each dot of a dotted name, in text and in
+    code, and after each space and slash in code: code does not break elsewhere
+    (docs/stylesheets/extra.css). A first column's code does not break."""
+    first = True
+
+    def cell(found: re.Match[str]) -> str:
+        nonlocal first
+        parts = _TAG.split(found.group(2))
+        for index, part in enumerate(parts):
+            if index % 2 == 0:
+                parts[index] = _NAME_DOT.sub(".<wbr>", part)
+            elif part.startswith("<code>") and not first:
+                text = part[len("<code>") : -len("</code>")]
+                text = _PATH_SLASH.sub("/<wbr>", _NAME_DOT.sub(".<wbr>", text))
+                parts[index] = "<code>" + text.replace(" ", " <wbr>") + "</code>"
+        first = False
+        return found.group(1) + "".join(parts) + found.group(3)
+
+    return _CELL.sub(cell, row.group(0))
 
 
 def _hang(found: re.Match[str]) -> str:
@@ -67,9 +104,46 @@ def on_post_build(config: Any) -> None:
     site = Path(config.site_dir)
     for name in ("sitemap.xml", "sitemap.xml.gz"):
         (site / name).unlink(missing_ok=True)
+    index = site / "search" / "search_index.json"
+    if index.exists():
+        index.write_text(_flag_safe(index.read_text()))
     not_found = site / "404.html"
     if not_found.exists():
         not_found.write_text(_rooted(not_found.read_text()))
+
+
+#: Joins a one-letter word to what follows it, unseen (U+2060 WORD JOINER).
+_JOINER = "\u2060"
+
+
+def _flag_safe(text: str) -> str:
+    """The search index with no word of one letter.
+
+    The search box reads `-m` in `python -m treespec check` as "leave out every
+    page with the word `m`", and `"n m"` (a jaxtyping shape) puts that word on
+    the very pages the query is after. An index without one-letter words
+    leaves nothing out for such a flag; the joiner keeps the text as it
+    reads.
+    """
+    index = json.loads(text)
+    split = re.compile(f"({index['config']['separator']})")
+    for doc in index["docs"]:
+        for field in ("title", "text"):
+            parts = re.split(r"(<[^>]+>)", doc[field])
+            doc[field] = "".join(
+                part if part.startswith("<") else _joined(part, split) for part in parts
+            )
+    return json.dumps(index, ensure_ascii=False, separators=(",", ":"))
+
+
+def _joined(text: str, split: re.Pattern[str]) -> str:
+    words = split.split(text)
+    return "".join(
+        _JOINER + word
+        if index % 2 == 0 and len(word) == 1 and word.isalpha()
+        else word or ""
+        for index, word in enumerate(words)
+    )
 
 
 #: Rewrites the 404 page's `/...` links to the folder the site is served from.

@@ -11,11 +11,16 @@ What it holds, on every page:
 - at 1280 px no code or output box is wider than its frame, no heading either,
   and the whole left navigation fits the screen;
 - at both widths no table scrolls sideways;
-- at both widths no copy button covers a word of a code box;
+- at both widths no copy button covers a word of a code box, nor leaves an
+  empty band above the box's first line, and code in a table cell breaks only
+  between words or after a dot or a slash;
 - at 390 px Home's example shows whole (its point sits at the right of its
   lines), no wrapped output box scrolls, no heading is wider than the screen
   or takes more than three lines, and no name in a table's first column is
   broken across lines.
+
+And on the site: a query typed into the search box finds the page that
+answers it first (or among the first three), e.g. `python -m treespec check`.
 """
 
 from __future__ import annotations
@@ -41,9 +46,11 @@ CHROMIUM = ("chromium", "chromium-browser", "google-chrome")
 #: What a page shows wrong, as a list of `{kind, where}` records. The kinds:
 #: `box-overflow` (a code box scrolls sideways; `wraps` says whether it is a
 #: wrapped output box), `copy-overlap` (the copy button over a word),
+#: `copy-band` (the copy button's row above a code box, left empty beside it),
 #: `heading-overflow`, `heading-lines`, `broken-name` (code in a table's first
-#: column on two lines), `table-overflow` (a table that scrolls sideways) and
-#: `nav-cut` (a left navigation entry below the screen).
+#: column on two lines), `broken-word` (code in a table cell broken inside a
+#: word), `table-overflow` (a table that scrolls sideways) and `nav-cut` (a left
+#: navigation entry below the screen).
 PROBE = """() => {
   const found = [];
   const where = (el) => (el.textContent || "").trim().split("\\n")[0].slice(0, 50);
@@ -72,6 +79,8 @@ PROBE = """() => {
     }
     const button = pre.querySelector(".md-code__button, .md-clipboard");
     if (!button) continue;
+    const band = code.getBoundingClientRect().top - pre.getBoundingClientRect().top;
+    if (band > 12) found.push({kind: "copy-band", where: where(code), band});
     const b = button.getBoundingClientRect();
     for (const [r, word] of words(code)) {
       const over = r.right > b.left && r.left < b.right;
@@ -90,9 +99,36 @@ PROBE = """() => {
       found.push({kind: "heading-overflow", where: where(h)});
     }
   }
-  for (const code of document.querySelectorAll(".md-content td:first-child code")) {
-    if (code.getClientRects().length > 1) {
+  // Where code in a table cell goes on to a next line: after which character.
+  const breaks = (code) => {
+    const after = [];
+    let top = null;
+    let before = "";
+    const walk = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+    for (let node; (node = walk.nextNode()); ) {
+      for (let i = 0; i < node.data.length; i++) {
+        const range = document.createRange();
+        range.setStart(node, i);
+        range.setEnd(node, i + 1);
+        const rect = range.getClientRects()[0];
+        if (rect && node.data[i] !== " ") {
+          if (top !== null && rect.top > top + 1) after.push(before);
+          top = rect.top;
+        }
+        before = node.data[i];
+      }
+    }
+    return after;
+  };
+  for (const code of document.querySelectorAll(".md-content td code")) {
+    if (code.closest("pre")) continue;  // a listing's lines, not a name
+    const after = breaks(code);
+    if (after.length && code.closest("td:first-child")) {
       found.push({kind: "broken-name", where: where(code)});
+    } else if (after.some((c) => !" ./".includes(c))) {
+      // Only between words, after a dot (`treespec.` / `value_and_grad`) or
+      // after a slash of a path.
+      found.push({kind: "broken-word", where: where(code)});
     }
   }
   for (const table of document.querySelectorAll(".md-content table")) {
@@ -106,7 +142,9 @@ PROBE = """() => {
     const bottom = nav.getBoundingClientRect().bottom;
     for (const link of nav.querySelectorAll(".md-nav__link")) {
       const r = link.getBoundingClientRect();
-      if (r.height > 0 && link.offsetParent && r.bottom > bottom + 1) {
+      // An entry of a folded section is laid out but not shown: no cut.
+      const shown = getComputedStyle(link).visibility === "visible";
+      if (shown && r.height > 0 && link.offsetParent && r.bottom > bottom + 1) {
         found.push({kind: "nav-cut", where: where(link)});
       }
     }
@@ -185,10 +223,8 @@ def _pages() -> list[str]:
             (target,) = entry.values()
             if isinstance(target, list):
                 yield from walk(target)
-            elif target == "index.md":
-                yield ""
             else:
-                yield target.removesuffix(".md") + "/"
+                yield (target.removesuffix(".md") + "/").removesuffix("index/")
 
     return list(walk(config["nav"]))
 
@@ -238,7 +274,11 @@ def test_the_probe_finds_what_it_looks_for(browser: Any) -> None:
               white-space: pre">covered {long}</code></pre></div>
             <h2 style="width: 100px; white-space: nowrap; overflow: hidden">{long}</h2>
             <table><tr><td style="width: 30px"><code>Static[T] Static[T]</code></td>
-            </tr></table>
+            <td style="width: 60px"><code style="word-break: break-all"
+              >treespec.value_and_grad</code></td></tr></table>
+            <div class="language-python"><pre>
+            <nav style="height: 40px"><button class="md-code__button"></button></nav
+            ><code>a</code></pre></div>
             <div style="width: 50px; overflow: auto"><table><tr><td>{long}</td></tr>
             </table></div></div>"""
         )
@@ -246,7 +286,51 @@ def test_the_probe_finds_what_it_looks_for(browser: Any) -> None:
     finally:
         page.close()
     kinds = {"box-overflow", "copy-overlap", "heading-overflow", "broken-name"}
-    kinds |= {"table-overflow"}
+    kinds |= {"table-overflow", "copy-band", "broken-word"}
     assert set(found) == kinds
     assert found["copy-overlap"]["where"].endswith("/ covered")
     assert not found["box-overflow"]["wraps"] and found["box-overflow"]["lang"]
+
+
+#: What a reader types into the site's search box, the pages one of which must
+#: be among the first results, and how many results from the top it may be.
+SEARCHES = [
+    ("check", {"shapes/"}, 1),
+    ("python -m treespec check", {"shapes/"}, 1),
+    ("retrace", {"faq/", "transforms/jit/"}, 3),
+    ("donate", {"faq/", "transforms/jit/"}, 3),
+    ("mypy", {"static-checking/"}, 1),
+]
+
+#: The pages the search box lists, in order, once its list stops changing.
+RESULTS = """() => [...document.querySelectorAll("li.md-search-result__item")]
+  .map((item) => item.querySelector("a").getAttribute("href"))"""
+
+
+def _search(browser: Any, site: str, query: str) -> list[str]:
+    """The pages the site's own search box ranks for `query`, best first."""
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        page.goto(site)
+        box = page.locator("input.md-search__input")
+        box.click()
+        box.press_sequentially(query, delay=20)
+        page.wait_for_selector("li.md-search-result__item")
+        found: list[str] = []
+        for _ in range(50):  # the worker answers each keystroke: wait for the last
+            page.wait_for_timeout(200)
+            now = page.evaluate(RESULTS)
+            if now == found:
+                break
+            found = now
+    finally:
+        page.close()
+    return [href.removeprefix(site) for href in found]
+
+
+@pytest.mark.parametrize(("query", "wanted", "within"), SEARCHES)
+def test_the_search_box_ranks_the_page_that_answers(
+    browser: Any, site: str, query: str, wanted: set[str], within: int
+) -> None:
+    ranked = _search(browser, site, query)
+    assert wanted & set(ranked[:within]), (query, ranked[:5])
