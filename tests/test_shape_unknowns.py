@@ -53,9 +53,27 @@ def test_a_bug_past_a_solved_size_is_still_an_error() -> None:
 
 
 def test_a_given_model_keeps_its_own_sizes() -> None:
-    # Given, the model's channels are what they are: x's free size is taken
-    # as the model needs it, in a note.
+    # Given, the model's channels are what they are: an x of other channels
+    # is the caller's mismatch, an error, not a size to take.
     model = Downsample(3)
     report = treespec.check_shapes(Downsample.__call__, self=model)
-    assert report.ok, str(report)
-    assert "c == 3 (a size of self.conv.weight)" in str(report), str(report)
+    (error,) = report.errors
+    assert "c // 1 != 3" in error.message, str(report)
+
+
+def test_a_constructors_size_against_the_return_annotation_is_a_bug() -> None:
+    # `hidden` meets the return annotation's `d`: the contract broken, an
+    # error, never a relation taken.
+    class Block(eqx.Module):
+        linear: eqx.nn.Linear
+
+        def __init__(self, d: int, hidden: int, *, key: Any = None) -> None:
+            key = jax.random.key(0) if key is None else key
+            self.linear = eqx.nn.Linear(d, hidden, key=key)
+
+        @treespec.jit
+        def __call__(self, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+            return jax.vmap(self.linear)(x)
+
+    report = treespec.check_shapes(Block.__call__)
+    assert [p.severity for p in report.problems] == ["error"], str(report)

@@ -171,8 +171,6 @@ class _Checker:
         #: and what the code needs of those names (`relations_needed`).
         self.several: frozenset[type] = frozenset()
         self.relations: dict[str, str] = {}
-        #: The sizes instances of values given bind in their own scopes.
-        self.own: dict[int, str] = {}
 
     def run(self) -> ShapeReport:
         t = self.t
@@ -187,9 +185,8 @@ class _Checker:
         fixed: dict[str, Any] = {}
         for param in t.spec.params:
             if param.name in t.given:
-                given, own = given_sizes(t.given[param.name], param.node, param.name)
+                given = given_sizes(t.given[param.name], param.node, param.name)
                 fixed.update((k, v) for k, v in given.items() if k not in fixed)
-                self.own.update((k, v) for k, v in own.items() if k not in self.own)
         try:
             free = [name for name in first.names if name not in fixed]
             sizes = {**symbols_for(free, self.constraints), **fixed}
@@ -223,7 +220,7 @@ class _Checker:
             notes.append(self._at_def("note", assumptions_text(self._assumed, t.name)))
         if self.relations:
             scopes = first.scopes
-            text = relations_text(self.relations, scopes, self.own)
+            text = relations_text(self.relations, scopes)
             notes.append(self._at_def("note", text))
         problems = [*notes, *self.findings.final(len(runs))]
         defaults = tuple(first.defaults.items())
@@ -267,8 +264,7 @@ class _Checker:
             return self._witnessed(run, free, fixed, str(error), given)
         finally:
             self._assumed.update(builder.assumed)
-        # Sizes no annotation names, and free ones against a given one's, as
-        # the code needs them (`relations.py`).
+        # Sizes no annotation names, as the code needs them (`relations.py`).
         unknown = [n for n in free if n not in self.declared]
         calls = [(args, kwargs)]  # the first trace's, then built anew
         found = solved(
@@ -276,7 +272,7 @@ class _Checker:
                 *(calls.pop() if calls else self._arguments(self._builder(run, sizes)))
             ),
             self._failure,
-            lambda text: relations_needed(text, free, self.own, unknown),
+            lambda text: relations_needed(text, unknown),
             self.relations,
         )
         if not isinstance(found, ShapeIssue):

@@ -11,7 +11,6 @@ from typing import Any
 
 from .outcomes import unequal_sizes
 from .scopes import SCOPED, InstanceScopes
-from .sizes import Own
 
 __all__ = [
     "MAX_RELATIONS",
@@ -26,29 +25,23 @@ __all__ = [
 _OPERATIONS = {"floordiv": operator.floordiv, "mod": operator.mod}
 
 
-def relations_needed(
-    text: str,
-    free: Collection[str] = (),
-    given: Own | None = None,
-    unknown: Collection[str] = (),
-) -> dict[str, str]:
+def relations_needed(text: str, unknown: Collection[str] = ()) -> dict[str, str]:
     """What a failure says the code needs of sizes no annotation of the
-    function names: of an instance's own names, and of the `unknown` ones (a
-    constructor's size that no annotation names, `Downsample(channels)`),
-    each that JAX found unequal to another size (`got (in__1,) and (d,)`:
-    in__1 must be d; `but c // 1 != channels`: channels must be c), by name;
-    and of a `free` name of the call, the size an instance of a value
-    `given` binds that it met (`(2,) and (d,)`)."""
+    function names, by name: of an instance's own names (`got (in__1,) and
+    (d,)`: in__1 must be d), and of the `unknown` ones, a constructor's size
+    that no annotation names, where the body's own checks relate it to
+    another size (`but c // 1 != channels`: channels must be c). Against
+    the return annotation, only an instance's own name (no annotation can
+    state it): there a constructor's size is the function's contract
+    broken, a bug."""
     found: dict[str, str] = {}
-    for a, b in [*unequal_sizes(text), *_annotation_against_shape(text)]:
+    body = unequal_sizes(text)
+    for a, b in [*body, *_annotation_against_shape(text)]:
+        in_body = (a, b) in body
         for name, other in ((a, b), (b, a)):
             if name in found:
                 continue
-            if (
-                SCOPED.fullmatch(name)
-                or name in unknown
-                or (name in free and other.isdigit() and int(other) in (given or {}))
-            ):
+            if SCOPED.fullmatch(name) or (in_body and name in unknown):
                 found[name] = other
                 break
     return found
@@ -87,14 +80,10 @@ def with_relations(sizes: dict[str, Any], relations: dict[str, str]) -> dict[str
     return sizes
 
 
-def relations_text(
-    relations: dict[str, str], scopes: InstanceScopes, given: Own
-) -> str:
-    """The note for the relations a check assumed of instances' own names."""
+def relations_text(relations: dict[str, str], scopes: InstanceScopes) -> str:
+    """The note for the relations a check took of sizes no annotation names."""
     shown = ", ".join(
-        scopes.readable(f"{name} == {other}")
-        + (f" ({given[int(other)]})" if other.isdigit() and int(other) in given else "")
-        for name, other in relations.items()
+        scopes.readable(f"{name} == {other}") for name, other in relations.items()
     )
     return (
         "sizes no annotation of the function names (a constructor's, or those "

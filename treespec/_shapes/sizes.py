@@ -1,5 +1,5 @@
 """The sizes of a shape check: those a value given binds, by dimension name
-(the call's apart from those its instances bind for themselves),
+(not those its instances bind for themselves),
 one JAX symbol per name, in one scope with the constraints given, and the
 names' sizes at witnesses of the symbols the constraints leave."""
 
@@ -16,44 +16,33 @@ from .._runtime.resolve import walk_value
 from .._runtime.typing_forms import is_jaxtyping_array
 from .._runtime.validate import scopes_of
 
-__all__ = ["Own", "constrained", "given_sizes", "symbols_for"]
-
-#: The sizes instances of a given value bind in their own scopes, each with
-#: the first name and instance that bound it.
-Own = dict[int, str]
+__all__ = ["constrained", "given_sizes", "symbols_for"]
 
 
-def given_sizes(value: Any, node: Node, name: str) -> tuple[dict[str, int], Own]:
+def given_sizes(value: Any, node: Node, name: str) -> dict[str, int]:
     """The dimension sizes a value given binds, by name: the concrete leaves
-    that jaxtyping annotations describe (the first binding of a name kept).
-    The arguments built around a given model use them, not symbols. Those an
-    instance binds in its own scope (`scopes_of`) are not the call's, nor
-    those of arrays no jaxtyping annotation describes (a library layer's
-    weight): they come second, by size (`2`: `in of model.layers[0]`)."""
+    that jaxtyping annotations describe (the first binding of a name kept),
+    but those an instance binds in a scope of its own (`scopes_of`: a
+    stack's layer). The arguments built around a given model use them, not
+    symbols."""
     infos, _, _ = walk_value(value, node, path=name, argument=name, check=False)
     sizes: dict[str, int] = {}
-    own: Own = {}
-    for info, leaf, scope in zip(
-        infos, jax.tree_util.tree_leaves(value), scopes_of(infos)
-    ):
+    leaves = jax.tree_util.tree_leaves(value)
+    for info, leaf, scope in zip(infos, leaves, scopes_of(infos)):
         annotation = getattr(info.node, "annotation", None)
         shape = getattr(leaf, "shape", None)
-        if shape is None or not all(isinstance(d, int) for d in shape):
+        if scope is not None or not is_jaxtyping_array(annotation) or shape is None:
             continue
-        if not is_jaxtyping_array(annotation):  # sizes no annotation names
-            for size in shape:
-                own.setdefault(size, f"a size of {info.path}")
+        if not all(isinstance(d, int) for d in shape):
             continue
         try:
             dims = bound_dims(annotation, shape)
         except (TypeError, ValueError):  # a shape the annotation does not fit
             continue
         for dim, size in dims:
-            if isinstance(size, int) and scope is None:
+            if isinstance(size, int):
                 sizes.setdefault(dim, size)
-            elif isinstance(size, int):  # an instance's own (a stack's layer)
-                own.setdefault(size, f"{dim} of {scope[1]}")
-    return sizes, own
+    return sizes
 
 
 def symbols_for(names: Sequence[str], constraints: Sequence[str]) -> dict[str, Any]:
