@@ -77,3 +77,26 @@ def test_a_constructors_size_against_the_return_annotation_is_a_bug() -> None:
 
     report = treespec.check_shapes(Block.__call__)
     assert [p.severity for p in report.problems] == ["error"], str(report)
+
+
+class FeedForwardBug(eqx.Module):
+    up: eqx.nn.Linear
+    down: eqx.nn.Linear
+
+    def __init__(self, d: int, hidden: int, *, key: Any = None) -> None:
+        k1, k2 = jax.random.split(jax.random.key(0) if key is None else key)
+        self.up = eqx.nn.Linear(d, hidden, key=k1)
+        self.down = eqx.nn.Linear(hidden, d, key=k2)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+        h = jax.vmap(self.up)(x)
+        return x + jax.vmap(self.down)(x)  # the bug: x where h belongs
+
+
+def test_a_size_beside_a_named_one_is_a_dimension_of_its_own() -> None:
+    # The constructor names d as the function does: its `hidden` is a size
+    # its author chose, never one to solve, so the bug is an error.
+    report = treespec.check_shapes(FeedForwardBug.__call__)
+    errors = [p for p in report.problems if p.severity == "error"]
+    assert errors and "hidden" in errors[0].message, str(report)

@@ -176,6 +176,11 @@ class Builder:
     _anonymous: int = 0
     #: How many instances were made by their constructor so far.
     inits: int = 0
+    #: A constructor's sizes that no annotation names, where the same call
+    #: gives others that the annotations name (`FeedForward(d, hidden)`
+    #: beside `"t d"`): dimensions of their own, never sizes to solve.
+    standing: set[str] = dataclasses.field(default_factory=set)
+    _asked: list[tuple[str, bool]] = dataclasses.field(default_factory=list)
 
     def build(
         self,
@@ -340,6 +345,7 @@ class Builder:
         else what its fields could not say (`error`); a refusal of the sizes
         of a run, a `CannotBuild` that names it."""
         self.inits += 1
+        self._asked = []
         try:
             return by_init(cls, path, self.sizes, self._named, self.assumed)
         except NeedsConcrete:
@@ -350,10 +356,14 @@ class Builder:
             raise CannotBuild(path, str(refused)) from None
         except Exception:
             raise error from None
+        finally:
+            if any(known for _, known in self._asked):
+                self.standing.update(n for n, known in self._asked if not known)
 
     def _named(self, name: str, new: bool) -> bool:
         """Whether a constructor's `int` is a dimension (recorded): one the
         annotations give (seen so far, or declared by the function), or new."""
+        self._asked.append((name, name in self.declared))
         if not (new or name in self.names or name in self.declared):
             return False
         self.names.setdefault(name)
