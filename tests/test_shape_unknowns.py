@@ -91,7 +91,7 @@ class FeedForwardBug(eqx.Module):
     @treespec.jit
     def __call__(self, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
         h = jax.vmap(self.up)(x)
-        return x + jax.vmap(self.down)(x)  # the bug: x where h belongs
+        return x + jax.vmap(self.down)(x) * h.mean()  # the bug: x where h belongs
 
 
 def test_a_size_beside_a_named_one_is_a_dimension_of_its_own() -> None:
