@@ -68,13 +68,13 @@ needs_tree_static = pytest.mark.skipif(
 )
 
 
-def child_env(**overrides: str) -> dict[str, str]:
-    """The environment of a Python process a test starts: the parent's, this
-    checkout first on `PYTHONPATH` with the parent's path kept (on a TPU VM,
-    JAX is found through it), and, while this process holds an accelerator
-    (one process at a time may hold a TPU chip), the CPU platform. Keys of
-    `overrides` win."""
-    path = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+def child_env(path: tuple[Any, ...] = (), **overrides: str) -> dict[str, str]:
+    """The environment of a Python process a test starts: the parent's, with
+    `path` then this checkout first on `PYTHONPATH` and the parent's path
+    kept (on a TPU VM, JAX is found through it), and, while this process
+    holds an accelerator (one process at a time may hold a TPU chip), the
+    CPU platform. Keys of `overrides` win."""
+    path = [*map(str, path), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     if jax.default_backend() != "cpu":
         env["JAX_PLATFORMS"] = "cpu"

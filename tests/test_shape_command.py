@@ -12,6 +12,8 @@ from pathlib import Path
 
 import jax
 
+from .conftest import child_env
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -23,7 +25,7 @@ def _run(
         capture_output=True,
         text=True,
         cwd=cwd,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(map(str, (*path, ROOT)))},
+        env=child_env(path),
         check=False,
     )
 

@@ -24,6 +24,8 @@ import treespec
 from treespec import Dynamic, Static, ValidationError
 from treespec._shapes.command import main
 
+from .conftest import child_env
+
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "tests" / "shapes" / "model.py"
 
@@ -674,7 +676,7 @@ def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         cwd=cwd,
-        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+        env=child_env(),
         check=False,
     )
 
@@ -808,7 +810,6 @@ def test_nothing_to_check_is_not_a_pass(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_exits_130_with_one_line(tmp_path: Path) -> None:
-    import os
     import signal
     import time
 
@@ -816,7 +817,7 @@ def test_ctrl_c_exits_130_with_one_line(tmp_path: Path) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "treespec", "check", "slow.py"],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=child_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

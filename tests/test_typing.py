@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import HAS_TREE_STATIC, run_mypy
+from .conftest import HAS_TREE_STATIC, child_env, run_mypy
 
 ROOT = Path(__file__).resolve().parent.parent
 TYPING = ROOT / "tests" / "typing"
@@ -202,11 +202,7 @@ def test_an_internal_failure_is_a_note_and_mypy_goes_on(tmp_path: Path) -> None:
         [sys.executable, "-m", "mypy", "--no-incremental", "case.py"],
         capture_output=True,
         text=True,
-        env={
-            **os.environ,
-            "MYPYPATH": str(ROOT),
-            "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
-        },
+        env=child_env((tmp_path,), MYPYPATH=str(ROOT)),
         cwd=tmp_path,
         timeout=900,
         check=False,
@@ -250,7 +246,7 @@ def test_plugin_package_an_edit_to_any_module_invalidates_the_cache(
             [sys.executable, "-c", code],
             capture_output=True,
             text=True,
-            env={**os.environ, "PYTHONPATH": str(tmp_path)},
+            env=child_env((tmp_path,)),
             cwd=tmp_path,
             timeout=120,
             check=True,
