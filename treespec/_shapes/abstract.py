@@ -180,6 +180,8 @@ class Builder:
     #: gives others that the annotations name (`FeedForward(d, hidden)`
     #: beside `"t d"`): dimensions of their own, never sizes to solve.
     standing: set[str] = dataclasses.field(default_factory=set)
+    #: The sizes constructors took that no annotation names.
+    from_init: set[str] = dataclasses.field(default_factory=set)
     _asked: list[tuple[str, bool]] = dataclasses.field(default_factory=list)
 
     def build(
@@ -366,6 +368,8 @@ class Builder:
         self._asked.append((name, name in self.declared))
         if not (new or name in self.names or name in self.declared):
             return False
+        if name not in self.names and name not in self.declared:
+            self.from_init.add(name)
         self.names.setdefault(name)
         return True
 

@@ -171,9 +171,9 @@ class _Checker:
         #: and what the code needs of those names (`relations_needed`).
         self.several: frozenset[type] = frozenset()
         self.relations: dict[str, str] = {}
-        #: A constructor's sizes that are dimensions of their own
-        #: (`Builder.standing`), never solved.
-        self.standing: frozenset[str] = frozenset()
+        #: A constructor's sizes to solve (`Builder.from_init`), not those
+        #: beside a size the annotations name (`Builder.standing`).
+        self.unknown: frozenset[str] = frozenset()
 
     def run(self) -> ShapeReport:
         t = self.t
@@ -240,7 +240,8 @@ class _Checker:
         if self.several:
             first = self._builder(Run(0, {}), None)
             self._arguments(first)
-        self.standing = frozenset(first.standing)
+        # A constructor's sizes that no annotation names: those to solve.
+        self.unknown = frozenset(first.from_init - first.standing)
         return first
 
     def _arguments(self, builder: Builder) -> tuple[list[Any], dict[str, Any]]:
@@ -269,7 +270,7 @@ class _Checker:
         finally:
             self._assumed.update(builder.assumed)
         # Sizes no annotation names, as the code needs them (`relations.py`).
-        unknown = [n for n in free if n not in self.declared | self.standing]
+        unknown = self.unknown
         calls = [(args, kwargs)]  # the first trace's, then built anew
         found = solved(
             lambda: self._trace(
@@ -316,7 +317,7 @@ class _Checker:
         which satisfy the constraints given (`symbols`, made with them)."""
         names, at = constrained(symbols or {}, free)
 
-        unknown = [n for n in names if n not in self.declared | self.standing]
+        unknown = self.unknown
 
         def trace_at(sizes: dict[str, int]) -> Any:
             every = {**at(sizes), **fixed}
