@@ -1,0 +1,134 @@
+"""The tests of a blind corpus (`tests/shapes/blind/`, `tests/shapes/blind2/`):
+each corpus's test file makes them for its `cases` module, its model files
+and the twins the checker is known to miss (`corpus_tests`).
+
+- The ground truth, on real arrays: each clean function runs at distinct
+  sizes and at its twin's lucky ones; each twin runs at the lucky sizes and
+  fails at the distinct ones; the twin differs from its clean function in
+  the one line marked `# BUG:`; each relation function runs where its
+  relation holds.
+- The checker, run once over the files: each twin has an error at its bug's
+  line or at a later line of the twin, where the wrong size surfaces; no
+  clean or relation function has an error or is skipped. A twin the
+  checker misses is an `xfail(strict=True)` saying what it does.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import child_env
+
+
+def corpus_tests(
+    cases: Any, folder: Path, files: Sequence[str], missed: Mapping[str, str]
+) -> dict[str, Callable[..., None]]:
+    """The corpus's tests, by name, for its test file's namespace."""
+
+    def _pair_id(pair: tuple[Any, ...]) -> str:
+        return f"{Path(pair[0].__file__).stem}:{pair[2]}"
+
+    @pytest.mark.parametrize("pair", cases.PAIRS, ids=_pair_id)
+    def test_the_clean_function_runs_and_its_twin_fails_at_distinct_sizes(
+        pair: tuple[Any, ...],
+    ) -> None:
+        module, clean, twin, build, distinct, lucky, _ = pair
+        clean_fn, twin_fn = getattr(module, clean), getattr(module, twin)
+        for sizes in [*distinct, *lucky]:
+            cases.run(clean_fn, build, sizes)
+        for sizes in lucky:
+            cases.run(twin_fn, build, sizes)  # a quick test's sizes: it passes
+        for sizes in distinct:
+            with pytest.raises(cases.SHAPE_ERRORS):
+                cases.run(twin_fn, build, sizes)
+        ok, line, why = cases.twin_diff(module, clean, twin)
+        assert ok, f"{twin}: {why} (bug at line {line})"
+
+    @pytest.mark.parametrize(
+        "relation",
+        cases.RELATIONS,
+        ids=lambda r: f"{Path(r[0].__file__).stem}:{r[1]}",
+    )
+    def test_a_relation_function_runs_where_its_relation_holds(
+        relation: tuple[Any, ...],
+    ) -> None:
+        module, name, build, sizes, _ = relation
+        for each in sizes:
+            cases.run(getattr(module, name), build, each)
+
+    @functools.cache
+    def findings() -> dict[str, list[tuple[int, str, str]]]:
+        """What `python -m treespec check` prints for the files, by function:
+        (line, severity, message)."""
+        done = subprocess.run(
+            [sys.executable, "-m", "treespec", "check", *files],
+            cwd=folder,
+            env=child_env(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 1, done.stdout + done.stderr  # errors found
+        assert "Traceback" not in done.stdout + done.stderr, done.stderr
+        found: dict[str, list[tuple[int, str, str]]] = {}
+        for line in done.stdout.splitlines():
+            match = re.match(r"[\w.]+\.py:(\d+): (error|note): ([\w.]+): (.*)", line)
+            if match:
+                at, severity, function, message = match.groups()
+                found.setdefault(function, []).append((int(at), severity, message))
+        return found
+
+    def span(module: Any, name: str) -> range:
+        """The lines of a function (or a class, for a decorated `__call__`)."""
+        tree = ast.parse(Path(module.__file__).read_text())
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
+                return range(node.lineno, (node.end_lineno or node.lineno) + 1)
+        raise LookupError(name)
+
+    twins = [
+        pytest.param(
+            pair,
+            id=_pair_id(pair),
+            marks=[pytest.mark.xfail(strict=True, reason=missed[pair[2]])]
+            if pair[2] in missed
+            else [],
+        )
+        for pair in cases.PAIRS
+    ]
+
+    @pytest.mark.parametrize("pair", twins)
+    def test_the_checker_reports_each_twin_at_its_bug_or_where_it_surfaces(
+        pair: tuple[Any, ...],
+    ) -> None:
+        module, _, twin, *_ = pair
+        _, bug, _ = cases.twin_diff(module, pair[1], twin)
+        lines = span(module, twin)
+        name = cases.qualname(twin)
+        errors = [f for f in findings().get(name, []) if f[1] == "error"]
+        assert errors, f"{twin}: no error ({findings().get(name)})"
+        later = [range(bug, lines.stop)]
+        for at, _, message in errors:
+            called = re.search(r"called at line (\d+)\)", message)
+            line = int(called.group(1)) if called else at
+            assert any(line in r for r in later), (twin, bug, at, message)
+
+    cleans = [cases.qualname(pair[1]) for pair in cases.PAIRS]
+    cleans += [relation[1] for relation in cases.RELATIONS]
+
+    @pytest.mark.parametrize("function", cleans)
+    def test_the_checker_reports_no_error_in_a_clean_function(function: str) -> None:
+        found = findings().get(function, [])
+        assert not [f for f in found if f[1] == "error"], found
+        assert not [f for f in found if f[2].startswith("skipped")], found
+
+    return {name: test for name, test in locals().items() if name.startswith("test_")}
