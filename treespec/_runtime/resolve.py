@@ -192,6 +192,8 @@ def _walk_children(
     flag: FlagEntry,
     flag_src: str,
 ) -> None:
+    """`walk` into each child of a container, but a `None` that Equinox's
+    `filter` left in a class's field (`may_be_filtered_out`)."""
     for index, (key, child) in enumerate(children):
         child_node = _child_node(node, key, index)
         if (
