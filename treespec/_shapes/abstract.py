@@ -1,27 +1,26 @@
 """Abstract arguments from spec nodes, for checking shapes without data.
 
 The third reader of the spec model (beside the runtime's split and the mypy
-plugin): it walks the nodes `_runtime/hints.py` derived, never the annotations, and
-builds what a call would pass, with `jax.ShapeDtypeStruct`s of symbolic
-dimensions where arrays go and concrete values where static leaves go.
+plugin): it walks the nodes `_runtime/hints.py` derived, never the
+annotations, and builds what a call would pass: `jax.ShapeDtypeStruct`s of
+symbolic dimensions where arrays go, concrete values where static leaves go.
 
 - One symbol per dimension name, for the whole call (the binding validation
-  uses); fixed sizes and expressions (`"n+1"`, `"2*k"`) as written.
+  uses; an instance's own names, `scopes.py`); fixed sizes and expressions
+  (`"n+1"`, `"2*k"`) as written.
 - Two variants of the call: in the first, `#name` is at its bound size and
   `*name`/`...` are one dimension; in the second (made only when such a
   dimension is written), `#name` is 1 and `*name`/`...` are two dimensions.
   Every `...` of a call stands for the same dimensions.
 - Each jaxtyping dtype category at one dtype (`Float` float32, `Int` int32).
 - Static leaves: the value given; every value of a `bool`, `Literal[...]`
-  or `Enum` (a choice the caller enumerates), its default first; else the
-  default (of the parameter or the field); else the leaf is missing
-  (`MissingValue`).
+  or `Enum`, its default first; else the default; else `MissingValue`.
 - Containers as the runtime follows them: `tuple[T, ...]`, `list[T]` and
-  `*args` with one item, `dict[K, V]` and `**kwargs` empty, a `TypedDict` with
-  every key, a class with every field (its `__init__` run only where a
-  field gives no shape, `construct.py`), `PyTree[T]`
-  as one leaf, a union as its first member that can be built (an `Optional`
-  whose default is `None` as its other member, so that branch is checked).
+  `*args` with one item, `dict[K, V]` and `**kwargs` empty, a `TypedDict`
+  with every key, a class with every field (its `__init__` run where a field
+  gives no shape, `construct.py`), `PyTree[T]` as one leaf, a union as its
+  first member that can be built (an `Optional` whose default is `None` as
+  its other member, so that branch is checked).
 """
 
 from __future__ import annotations
@@ -54,6 +53,7 @@ from .._runtime.typing_forms import is_jaxtyping_array
 from .construct import (
     NeedsConcrete,
     Refused,
+    Taken,
     by_init,
     field_defaults,
     has_own_init,
@@ -176,13 +176,8 @@ class Builder:
     _anonymous: int = 0
     #: How many instances were made by their constructor so far.
     inits: int = 0
-    #: A constructor's sizes that no annotation names, where the same call
-    #: gives others that the annotations name (`FeedForward(d, hidden)`
-    #: beside `"t d"`): dimensions of their own, never sizes to solve.
-    standing: set[str] = dataclasses.field(default_factory=set)
-    #: The sizes constructors took that no annotation names.
-    from_init: set[str] = dataclasses.field(default_factory=set)
-    _asked: list[tuple[str, bool]] = dataclasses.field(default_factory=list)
+    #: The sizes constructors took that no annotation names (`Taken`).
+    taken: Taken = dataclasses.field(default_factory=Taken)
 
     def build(
         self,
@@ -214,8 +209,6 @@ class Builder:
                 path, f"{node.text or type(node).__name__} is not followed"
             )
         return builder(self, node, path, marker)
-
-    # -- leaves ------------------------------------------------------------
 
     def _leaf(self, node: LeafNode, path: str, marker: Marker | None) -> Any:
         annotation = node.annotation
@@ -293,8 +286,6 @@ class Builder:
             return 2  # the first pass: a stand-in
         return self.sizes[name]
 
-    # -- containers ----------------------------------------------------------
-
     def _pytree(self, node: PyTreeNode, path: str, marker: Marker | None) -> Any:
         return self.build(node.leaf, path, marker=marker)
 
@@ -347,7 +338,7 @@ class Builder:
         else what its fields could not say (`error`); a refusal of the sizes
         of a run, a `CannotBuild` that names it."""
         self.inits += 1
-        self._asked = []
+        self.taken.start()
         try:
             return by_init(cls, path, self.sizes, self._named, self.assumed)
         except NeedsConcrete:
@@ -359,17 +350,15 @@ class Builder:
         except Exception:
             raise error from None
         finally:
-            if any(known for _, known in self._asked):
-                self.standing.update(n for n, known in self._asked if not known)
+            self.taken.done()
 
     def _named(self, name: str, new: bool) -> bool:
         """Whether a constructor's `int` is a dimension (recorded): one the
         annotations give (seen so far, or declared by the function), or new."""
-        self._asked.append((name, name in self.declared))
-        if not (new or name in self.names or name in self.declared):
+        known, declared = name in self.names, name in self.declared
+        self.taken.took(name, declared, new and not known)
+        if not (new or known or declared):
             return False
-        if name not in self.names and name not in self.declared:
-            self.from_init.add(name)
         self.names.setdefault(name)
         return True
 

@@ -171,8 +171,7 @@ class _Checker:
         #: and what the code needs of those names (`relations_needed`).
         self.several: frozenset[type] = frozenset()
         self.relations: dict[str, str] = {}
-        #: A constructor's sizes to solve (`Builder.from_init`), not those
-        #: beside a size the annotations name (`Builder.standing`).
+        #: A constructor's sizes to solve (`construct.Taken`).
         self.unknown: frozenset[str] = frozenset()
 
     def run(self) -> ShapeReport:
@@ -241,7 +240,7 @@ class _Checker:
             first = self._builder(Run(0, {}), None)
             self._arguments(first)
         # A constructor's sizes that no annotation names: those to solve.
-        self.unknown = frozenset(first.from_init - first.standing)
+        self.unknown = first.taken.unknown
         return first
 
     def _arguments(self, builder: Builder) -> tuple[list[Any], dict[str, Any]]:

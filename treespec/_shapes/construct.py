@@ -28,14 +28,15 @@ from .._runtime.classes import is_namedtuple
 from .witness import symbolic_limit
 
 __all__ = [
-    "STAND_INS",
-    "NeedsConcrete",
-    "Refused",
     "assumptions_text",
     "by_init",
     "construct",
     "field_defaults",
     "has_own_init",
+    "NeedsConcrete",
+    "Refused",
+    "STAND_INS",
+    "Taken",
 ]
 
 
@@ -249,3 +250,34 @@ def field_defaults(cls: type) -> dict[str, Any]:
             elif field.default_factory is not dataclasses.MISSING:
                 found[field.name] = field.default_factory()
     return found
+
+
+@dataclasses.dataclass
+class Taken:
+    """The sizes the constructors of one build took that no annotation of
+    the checked function names: those to solve (`unknown`), and those beside
+    a size the annotations name in the same call (`FeedForward(d, hidden)`
+    beside `"t d"`: `hidden`), dimensions of their own, never solved."""
+
+    unnamed: set[str] = dataclasses.field(default_factory=set)
+    standing: set[str] = dataclasses.field(default_factory=set)
+    _call: list[str | None] = dataclasses.field(default_factory=list)
+
+    def start(self) -> None:
+        """A constructor is run next."""
+        self._call = []
+
+    def took(self, name: str, declared: bool, new: bool) -> None:
+        """It took `name`: one the annotations name (`declared`), or not,
+        and then a size first seen here (`new`) or not."""
+        self._call.append(None if declared else name)
+        if new and not declared:
+            self.unnamed.add(name)
+
+    def done(self) -> None:
+        if None in self._call:  # it named one of the function's sizes
+            self.standing.update(n for n in self._call if n is not None)
+
+    @property
+    def unknown(self) -> frozenset[str]:
+        return frozenset(self.unnamed - self.standing)
