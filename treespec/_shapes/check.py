@@ -269,14 +269,13 @@ class _Checker:
         finally:
             self._assumed.update(builder.assumed)
         # Sizes no annotation names, as the code needs them (`relations.py`).
-        unknown = self.unknown
         calls = [(args, kwargs)]  # the first trace's, then built anew
         found = solved(
             lambda: self._trace(
                 *(calls.pop() if calls else self._arguments(self._builder(run, sizes)))
             ),
             self._failure,
-            lambda text: relations_needed(text, unknown),
+            lambda text: relations_needed(text, self.unknown),
             self.relations,
         )
         if not isinstance(found, ShapeIssue):
@@ -316,15 +315,13 @@ class _Checker:
         which satisfy the constraints given (`symbols`, made with them)."""
         names, at = constrained(symbols or {}, free)
 
-        unknown = self.unknown
-
         def trace_at(sizes: dict[str, int]) -> Any:
             every = {**at(sizes), **fixed}
 
             def needed(text: str) -> dict[str, str]:  # its sizes by their names
                 at_sizes = with_relations(every, self.relations)
                 shown = witness.by_names(text, at_sizes)
-                return relations_needed(shown, unknown=unknown)
+                return relations_needed(shown, self.unknown)
 
             return solved(
                 lambda: traced_at(every), self._failure, needed, self.relations
