@@ -16,7 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._blind import corpus_tests
+import jax
+import jax.numpy as jnp
+import pytest
+
+from ._blind import _on_the_cpu, corpus_tests
 
 BLIND = Path(__file__).parent / "shapes" / "blind2"
 
@@ -47,4 +51,26 @@ MISSED = {
 }
 
 
-globals().update(corpus_tests(cases, BLIND, FILES, MISSED))
+#: Twins whose program at the lucky sizes crashes an accelerator's compiler.
+CRASHES = {
+    "cross_attend_values_bug": (
+        "at n == m, einsum('bnm,bnk->bnk', attn, v) (the bug: m summed out of "
+        "attn alone) kills the process with a segmentation fault in XLA's "
+        "TPU compiler (TPU v5e, JAX 0.10.2)"
+    ),
+}
+
+
+globals().update(corpus_tests(cases, BLIND, FILES, MISSED, CRASHES))
+
+
+def test_a_twin_that_crashes_a_device_compiler_runs_on_the_cpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cpu = jax.devices("cpu")[0]
+    monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
+    with _on_the_cpu("cross_attend_values_bug", CRASHES):
+        assert jnp.zeros(2).devices() == {cpu}
+        assert jax.config.jax_default_device == cpu
+    with _on_the_cpu("cross_attend_bug", CRASHES):
+        assert jax.config.jax_default_device is None
