@@ -1,7 +1,7 @@
 """A long life: memory growth and traces of jax.jit, equinox.filter_jit and
 treespec.jit when functions and static values come and go.
 
-Run: python benchmarks/long_life.py [--quick]
+Run: python benchmarks/long_life.py [--quick] [--only closures|churn|methods]
 
 Two scenarios, each contender in a fresh process (so that one's freed memory
 is not another's), its resident memory read after `gc.collect()` (and glibc's
@@ -28,7 +28,9 @@ happen to fall), which is an eighth of the dropped closures' few MB. Counts
   hash).
 
 `--quick`: 100 closures; 60 values cycled 4 times past a bound of 50; 50
-models; one run each.
+models; one run each. `--only`: one scenario (on an accelerator each
+contender's process opens the device afresh, some seconds each: a run there
+fits a time limit in parts).
 """
 
 from __future__ import annotations
@@ -269,6 +271,9 @@ def _mb(n: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller scenarios")
+    parser.add_argument(
+        "--only", choices=("closures", "churn", "methods"), help="one scenario"
+    )
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     opts = parser.parse_args()
     if opts.child:
@@ -280,14 +285,18 @@ def main() -> None:
 
     count = 100 if opts.quick else 500
     distinct, bound = (60, 50) if opts.quick else (300, 250)
-    closures = {name: _run("closures", name, opts.quick, bound) for name in CONTENDERS}
-    churn = {name: _run("churn", name, opts.quick, bound) for name in CONTENDERS}
+
+    def scenario(name: str) -> dict[str, dict[str, Any]]:
+        """Each contender's row of one scenario; none when `--only` says another."""
+        if opts.only not in (None, name.split("-")[0]):
+            return {}
+        return {each: _run(name, each, opts.quick, bound) for each in CONTENDERS}
+
+    closures, churn = scenario("closures"), scenario("churn")
     methods = {
-        kind: {
-            name: _run(f"methods-{kind}", name, opts.quick, bound)
-            for name in CONTENDERS
-        }
+        kind: rows
         for kind in ("plain", "module")
+        if (rows := scenario(f"methods-{kind}"))
     }
     models = 50 if opts.quick else 200
     print(render(machine(), closures, churn, count, distinct, bound, methods, models))
@@ -305,26 +314,29 @@ def render(
 ) -> str:
     """The tables of one run (`benchmarks/report.py` holds its ratios to
     targets)."""
-    lines = ["# A long life", "", machine, ""]
-    lines += [
-        f"### {count} dropped closures, each called once",
-        "",
-        "| contender | traces | functions alive | configs alive | memory |",
-        "| --- | --- | --- | --- | --- |",
-    ]
+    lines = ["# A long life", "", machine]
+    if closures:
+        lines += [
+            "",
+            f"### {count} dropped closures, each called once",
+            "",
+            "| contender | traces | functions alive | configs alive | memory |",
+            "| --- | --- | --- | --- | --- |",
+        ]
     for name, r in closures.items():
         lines.append(
             f"| {name} | {r['traces']} | {r['functions']} | {r['configs']} "
             f"| {_mb(r['growth'])} |"
         )
-    lines += [
-        "",
-        f"### static churn: {distinct} values cycled 4 times, "
-        f"TREESPEC_MAX_STATIC_KEYS={bound}",
-        "",
-        "| contender | traces | memory |",
-        "| --- | --- | --- |",
-    ]
+    if churn:
+        lines += [
+            "",
+            f"### static churn: {distinct} values cycled 4 times, "
+            f"TREESPEC_MAX_STATIC_KEYS={bound}",
+            "",
+            "| contender | traces | memory |",
+            "| --- | --- | --- |",
+        ]
     for name, r in churn.items():
         lines.append(f"| {name} | {r['traces']} | {_mb(r['growth'])} |")
     for kind, results in (methods or {}).items():
@@ -341,6 +353,8 @@ def render(
     lines += _device_table(closures, churn, methods or {})
     lines += ["", "### Ratios", "", "| ratio | value |", "| --- | --- |"]
     for title, results in (("dropped closures", closures), ("static churn", churn)):
+        if not results:
+            continue
         base, ours = results["jax.jit"], results["treespec.jit"]
         memory = ours["growth"] / max(base["growth"], 1)
         traces = ours["traces"] / max(base["traces"], 1)
@@ -363,6 +377,7 @@ def _device_table(
     device reports it (an accelerator): nothing on the CPU."""
     scenarios = {"dropped closures": closures, "static churn": churn}
     scenarios.update({f"bound methods ({k})": v for k, v in methods.items()})
+    scenarios = {title: results for title, results in scenarios.items() if results}
     if not all(
         "device" in r for results in scenarios.values() for r in results.values()
     ):
