@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import difflib
 import functools
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,57 @@ import jax
 import pytest
 
 from .conftest import child_env
+
+#: What a twin raises at distinct sizes: JAX's shape errors, in its body.
+SHAPE_ERRORS = (TypeError, ValueError)
+
+
+def run(fn: Any, build: Callable[[Any, Any], Any], sizes: Any) -> Any:
+    """`fn` on fresh arrays of `sizes` (a corpus's `build`), its result ready."""
+    return jax.block_until_ready(build(fn, sizes))
+
+
+def qualname(name: str, method_classes: Collection[str]) -> str:
+    """The name the checker reports a function by (a class's `__call__`)."""
+    return f"{name}.__call__" if name in method_classes else name
+
+
+def _node_lines(path: str, name: str) -> tuple[int, list[str]]:
+    """The first line (its decorators') and the lines of a top-level function
+    or class."""
+    text = Path(path).read_text()
+    for node in ast.parse(text).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            return start, text.splitlines()[start - 1 : node.end_lineno]
+    raise LookupError(f"{name} not in {path}")
+
+
+def twin_diff(module: Any, clean: str, twin: str) -> tuple[bool, int | None, str]:
+    """Whether the twin differs from its clean function in the one line marked
+    `# BUG:` (or that line stands for several clean lines: a dropped
+    projection); `(ok, the bug's line, why)`."""
+    path = module.__file__
+    _, c_lines = _node_lines(path, clean)
+    t_start, t_lines = _node_lines(path, twin)
+    c_norm = [ln.replace(clean, "<NAME>") for ln in c_lines]
+    # The code only: the BUG comment stripped.
+    t_code = [ln.replace(twin, "<NAME>").split("  # BUG:")[0] for ln in t_lines]
+    matcher = difflib.SequenceMatcher(a=c_norm, b=t_code, autojunk=False)
+    diffs = [op for op in matcher.get_opcodes() if op[0] != "equal"]
+    bug_lines = [t_start + k for k, ln in enumerate(t_lines) if "# BUG:" in ln]
+    if len(bug_lines) != 1:
+        return False, None, f"{len(bug_lines)} '# BUG:' comments"
+    if len(diffs) != 1:
+        return False, bug_lines[0], f"{len(diffs)} differing hunks"
+    tag, i1, i2, j1, j2 = diffs[0]
+    if tag != "replace" or j2 - j1 != 1:
+        return False, bug_lines[0], f"diff is {tag} of {i2 - i1} -> {j2 - j1} lines"
+    if t_start + j1 != bug_lines[0]:
+        return False, bug_lines[0], "the changed line is not the BUG line"
+    if i2 - i1 == 1:
+        return True, bug_lines[0], "one line differs"
+    return True, bug_lines[0], f"{i2 - i1} clean lines became the one BUG line"
 
 
 def _on_the_cpu(twin: str, crashes: Mapping[str, str]) -> Any:
@@ -61,14 +113,14 @@ def corpus_tests(
         module, clean, twin, build, distinct, lucky, _ = pair
         clean_fn, twin_fn = getattr(module, clean), getattr(module, twin)
         for sizes in [*distinct, *lucky]:
-            cases.run(clean_fn, build, sizes)
+            run(clean_fn, build, sizes)
         for sizes in lucky:
             with _on_the_cpu(twin, crashes):
-                cases.run(twin_fn, build, sizes)  # a quick test's sizes: it passes
+                run(twin_fn, build, sizes)  # a quick test's sizes: it passes
         for sizes in distinct:
-            with pytest.raises(cases.SHAPE_ERRORS):
-                cases.run(twin_fn, build, sizes)
-        ok, line, why = cases.twin_diff(module, clean, twin)
+            with pytest.raises(SHAPE_ERRORS):
+                run(twin_fn, build, sizes)
+        ok, line, why = twin_diff(module, clean, twin)
         assert ok, f"{twin}: {why} (bug at line {line})"
 
     @pytest.mark.parametrize(
@@ -81,7 +133,7 @@ def corpus_tests(
     ) -> None:
         module, name, build, sizes, _ = relation
         for each in sizes:
-            cases.run(getattr(module, name), build, each)
+            run(getattr(module, name), build, each)
 
     @functools.cache
     def findings() -> dict[str, list[tuple[int, str, str]]]:
@@ -129,9 +181,9 @@ def corpus_tests(
         pair: tuple[Any, ...],
     ) -> None:
         module, _, twin, *_ = pair
-        _, bug, _ = cases.twin_diff(module, pair[1], twin)
+        _, bug, _ = twin_diff(module, pair[1], twin)
         lines = span(module, twin)
-        name = cases.qualname(twin)
+        name = qualname(twin, cases.METHOD_CLASSES)
         errors = [f for f in findings().get(name, []) if f[1] == "error"]
         assert errors, f"{twin}: no error ({findings().get(name)})"
         later = [range(bug, lines.stop)]
@@ -140,7 +192,7 @@ def corpus_tests(
             line = int(called.group(1)) if called else at
             assert any(line in r for r in later), (twin, bug, at, message)
 
-    cleans = [cases.qualname(pair[1]) for pair in cases.PAIRS]
+    cleans = [qualname(pair[1], cases.METHOD_CLASSES) for pair in cases.PAIRS]
     cleans += [relation[1] for relation in cases.RELATIONS]
 
     @pytest.mark.parametrize("function", cleans)

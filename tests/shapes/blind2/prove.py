@@ -1,6 +1,6 @@
 """Prove the blind2 corpus on real arrays: python tests/shapes/blind2/prove.py
 
-For every pair: twin_diff is ok; the clean function runs at every distinct
+For every pair: `tests/_blind.py`'s twin_diff is ok; the clean function runs at every distinct
 and lucky size dict; the twin runs at every lucky one and raises TypeError or
 ValueError in its body (not treespec's ValidationError of an argument or a
 return) at every distinct one, whose sizes are all different. Every relation
@@ -10,9 +10,12 @@ function runs at each of its size dicts.
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", ".."))  # the checkout: tests._blind
 
 import cases
+from tests._blind import SHAPE_ERRORS, run, twin_diff
 
 
 def _first_line(e):
@@ -21,7 +24,7 @@ def _first_line(e):
 
 def _runs(fn, build, s):
     try:
-        cases.run(fn, build, s)
+        run(fn, build, s)
     except Exception as e:
         return f"{type(e).__name__}: {_first_line(e)}"
     return None
@@ -29,8 +32,8 @@ def _runs(fn, build, s):
 
 def _shape_error(fn, build, s):
     try:
-        cases.run(fn, build, s)
-    except cases.SHAPE_ERRORS as e:
+        run(fn, build, s)
+    except SHAPE_ERRORS as e:
         if type(e).__name__ == "ValidationError":
             return False, f"treespec ValidationError: {_first_line(e)}"
         return True, f"{type(e).__name__}: {_first_line(e)}"
@@ -43,7 +46,7 @@ def prove(verbose=False):
     bad = []
     for mod, clean, twin, build, distinct, lucky, _note in cases.PAIRS:
         tag = f"{mod.__name__}.{twin}"
-        ok, line, msg = cases.twin_diff(mod, clean, twin)
+        ok, line, msg = twin_diff(mod, clean, twin)
         if not ok:
             bad.append(f"{tag}: twin_diff: {msg}")
         for s in distinct:
