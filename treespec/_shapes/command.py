@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 from .._model.errors import plural
 from .._transforms.base import Transformed
 from .check import check_shapes
+from .declared import innermost
 from .report import ShapeIssue, ShapeReport
 
 __all__ = ["main"]
@@ -323,16 +324,10 @@ def _transforms_in(value: Any, module: str) -> Iterator[Any]:
                 yield attribute
 
 
-def _innermost(fun: Any) -> Any:
-    while isinstance(fun, Transformed):
-        fun = fun.__wrapped__
-    return inspect.unwrap(fun)
-
-
 def _defined_in(fun: Any) -> str | None:
-    return getattr(_innermost(fun), "__module__", None)
+    return getattr(innermost(fun), "__module__", None)
 
 
 def _place(fun: Any) -> tuple[str, int]:
-    code = getattr(_innermost(fun), "__code__", None)
+    code = getattr(innermost(fun), "__code__", None)
     return (code.co_filename, code.co_firstlineno) if code else ("", 0)
