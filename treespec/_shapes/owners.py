@@ -22,10 +22,10 @@ from pathlib import Path
 
 __all__ = ["is_library", "library_raised", "top_package"]
 
+_TREESPEC = __name__.partition(".")[0]
 #: Top-level packages that are a library's whatever installed them: JAX, and
 #: treespec itself (an editable install records no top-level names).
-_ALWAYS = frozenset({"jax", "jaxlib", __name__.partition(".")[0]})
-_TREESPEC = __name__.partition(".")[0]
+_ALWAYS = frozenset({"jax", "jaxlib", _TREESPEC})
 
 
 def _folders(*keys: str) -> tuple[str, ...]:
