@@ -281,6 +281,47 @@ def test_a_leaf_jax_refuses_does_not_hide_the_other_problems() -> None:
     assert msgs[1] == "argument cfg, at cfg['n']: expected Static[int], got str '2'"
 
 
+def _traced_n(x: Dynamic[jax.Array], n: Dynamic[jax.Array]) -> jax.Array:
+    return (x * n).sum()
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x, n: treespec.jit(_traced_n)(x, n),
+        lambda x, n: treespec.jit(_traced_n).trace(x, n),
+        lambda x, n: treespec.jit(_traced_n).lower(x, n=n),
+        lambda x, n: treespec.jit(_traced_n).eval_shape(x, n),
+        lambda x, n: treespec.checkpoint(_traced_n)(x, n),
+        lambda x, n: treespec.eval_shape(_traced_n, x, n),
+        lambda x, n: treespec.grad(_traced_n)(x, n),
+        lambda x, n: treespec.jit(treespec.grad(_traced_n))(x, n),
+    ],
+    ids=[
+        "jit",
+        "trace",
+        "lower",
+        "jit.eval_shape",
+        "checkpoint",
+        "eval_shape",
+        "grad",
+        "jit(grad)",
+    ],
+)
+def test_a_leaf_jax_refuses_is_named_under_every_transform_and_stage(
+    call: Any,
+) -> None:
+    # JAX's own refusal of a str at a traced leaf names no parameter of the
+    # user's ("Error interpreting argument to <function ...>", or "Argument
+    # 'abc' of type <class 'str'> is not a valid JAX type"): every way in
+    # raises the ValidationError that jit's call raises.
+    with pytest.raises(ValidationError) as info:
+        call(jnp.ones(3), "abc")
+    (issue,) = info.value.issues
+    assert (issue.loc, issue.got) == ("argument n, at n", "str 'abc'")
+    assert str(info.value).startswith("_traced_n: 1 problem in argument n")
+
+
 def test_numpy_integer_at_a_static_int_says_what_came_and_hints_int() -> None:
     @treespec.jit
     def f(x: jax.Array, n: Static[int]) -> Any:
