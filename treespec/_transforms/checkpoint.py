@@ -54,7 +54,14 @@ class _Checkpointed(Transformed[_P, _R]):
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         with AT_THE_CALL:
             key, dynamic = self._splitter.split_call(args, kwargs)
-        return join_output(self._remat(key)(key, *dynamic))  # type: ignore[no-any-return]
+        try:
+            out = self._remat(key)(key, *dynamic)
+        except (TypeError, ValueError):  # a leaf JAX refuses: named, as by jit
+            error = self._splitter.diagnose(args, kwargs)
+            if error is None:
+                raise
+            raise error from None
+        return join_output(out)  # type: ignore[no-any-return]
 
 
 def checkpoint(
@@ -179,9 +186,14 @@ def eval_shape(fun: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> An
     )
     with AT_THE_CALL:
         key, dynamic = shaped._splitter.split_call(args, kwargs)
-    return join_output(
-        jax.eval_shape(lambda *leaves: shaped._traced(key, *leaves), *dynamic)
-    )
+    try:
+        out = jax.eval_shape(lambda *leaves: shaped._traced(key, *leaves), *dynamic)
+    except (TypeError, ValueError):  # a leaf JAX refuses: named, as by jit
+        error = shaped._splitter.diagnose(args, kwargs)
+        if error is None:
+            raise
+        raise error from None
+    return join_output(out)
 
 
 class _EvalShape(Transformed[..., Any]):

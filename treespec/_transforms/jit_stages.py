@@ -137,7 +137,13 @@ class JitStages(Transformed[_P, _R]):
         calls this: see [Ahead of time and export](aot.md).
         """
         call, staged = self._staged(args, kwargs)
-        traced: jax.stages.Traced = staged.trace(*call.args, **call.kwargs)
+        try:
+            traced: jax.stages.Traced = staged.trace(*call.args, **call.kwargs)
+        except (TypeError, ValueError):  # a leaf JAX refuses: named, as by a call
+            error = self._splitter.diagnose(args, kwargs)
+            if error is None:
+                raise
+            raise error from None
         return traced
 
     def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> Lowered:
@@ -145,14 +151,27 @@ class JitStages(Transformed[_P, _R]):
         [`Lowered`][treespec._transforms.stages.Lowered], whose `.compile()` gives a
         [`Compiled`][treespec._transforms.stages.Compiled] called like the function."""
         call, staged = self._staged(args, kwargs)
-        lowered = staged.lower(*call.args, **call.kwargs)
+        try:
+            lowered = staged.lower(*call.args, **call.kwargs)
+        except (TypeError, ValueError):  # a leaf JAX refuses: named, as by a call
+            error = self._splitter.diagnose(args, kwargs)
+            if error is None:
+                raise
+            raise error from None
         return Lowered(lowered, call)
 
     def eval_shape(self, *args: _P.args, **kwargs: _P.kwargs) -> Any:
         """The output for these arguments without computing it: a
         `jax.ShapeDtypeStruct` for each array, the values of the rest."""
         call, staged = self._staged(args, kwargs)
-        return call.output(staged.eval_shape(*call.args, **call.kwargs))
+        try:
+            out = staged.eval_shape(*call.args, **call.kwargs)
+        except (TypeError, ValueError):  # a leaf JAX refuses: named, as by a call
+            error = self._splitter.diagnose(args, kwargs)
+            if error is None:
+                raise
+            raise error from None
+        return call.output(out)
 
     def _staged(self, args: Any, kwargs: Any) -> tuple[StagedCall, Any]:
         """The call as its stages see it, and the `jax.jit` they are of."""
