@@ -139,7 +139,10 @@ class JitStages(Transformed[_P, _R]):
         call, staged = self._staged(args, kwargs)
         try:
             traced: jax.stages.Traced = staged.trace(*call.args, **call.kwargs)
-        except (TypeError, ValueError):  # a leaf JAX refuses: named, as by a call
+        except (TypeError, ValueError):
+            # A leaf JAX refuses is named, as by a call. Raised here, in each
+            # stage, not by a helper: the stage's is the one frame of
+            # treespec's the user's traceback shows.
             error = self._splitter.diagnose(args, kwargs)
             if error is None:
                 raise
@@ -153,7 +156,7 @@ class JitStages(Transformed[_P, _R]):
         call, staged = self._staged(args, kwargs)
         try:
             lowered = staged.lower(*call.args, **call.kwargs)
-        except (TypeError, ValueError):  # a leaf JAX refuses: named, as by a call
+        except (TypeError, ValueError):  # named, as in `trace`
             error = self._splitter.diagnose(args, kwargs)
             if error is None:
                 raise
@@ -166,7 +169,7 @@ class JitStages(Transformed[_P, _R]):
         call, staged = self._staged(args, kwargs)
         try:
             out = staged.eval_shape(*call.args, **call.kwargs)
-        except (TypeError, ValueError):  # a leaf JAX refuses: named, as by a call
+        except (TypeError, ValueError):  # named, as in `trace`
             error = self._splitter.diagnose(args, kwargs)
             if error is None:
                 raise
