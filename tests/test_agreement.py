@@ -26,7 +26,7 @@ import pytest
 
 import treespec
 
-from .conftest import HAS_TREE_STATIC, needs_tree_static, run_mypy
+from .conftest import HAS_TREE_STATIC, needs_tree_static, resolve, run_mypy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -95,6 +95,15 @@ class Model(eqx.Module):
 class Batch(NamedTuple):
     x: jax.Array
     names: Static[tuple[str, ...]]
+
+
+class Named(eqx.Module):
+    w: jax.Array
+    act: str  # a leaf, not metadata: it can never be traced
+
+
+class MlpHolder(eqx.Module):
+    mlp: eqx.nn.MLP
 
 
 @treespec.dataclass
@@ -206,6 +215,15 @@ CASES: list[tuple[str, str, bool]] = [
     ("Dynamic[NnxNet]", "NnxNet(nnx.Rngs(0))", False),
     ("Donate[nnx.Linear]", "nnx.Linear(2, 2, rngs=nnx.Rngs(0))", False),
     ("Dynamic[FlaxStruct]", "FlaxStruct(jax.numpy.ones(2))", False),
+    # Around a class: its fields that can never be traced stay static.
+    ("Dynamic[Named]", "Named(jax.numpy.ones(2), 'relu')", False),
+    (
+        "Donate[MlpHolder]",
+        "MlpHolder(eqx.nn.MLP(2, 2, 4, 1, key=jax.random.PRNGKey(0)))",
+        False,
+    ),
+    ("Dynamic[list[Named]]", "[Named(jax.numpy.ones(2), 'relu')]", False),
+    ("Dynamic[dict[str, str]]", "{'act': 'relu'}", True),
 ]
 
 #: Cases where the plugin does not yet say what the runtime says (none now; a
@@ -887,27 +905,46 @@ def test_runtime_and_plugin_agree_on_class_definitions(
         assert found[0][1] == message
 
 
-def test_the_plugin_names_the_field_that_cannot_be_traced(
+def test_a_marker_around_a_model_holds_its_activations_static_in_both(
     tmp_path: Path,
 ) -> None:
-    # `Dynamic[eqx.nn.MLP]`: the runtime names the callable fields; so does
-    # the plugin, not only "a callable cannot be traced".
-    source = HEADER + "\n\ndef f(m: Dynamic[eqx.nn.MLP]) -> None: ...\n"
+    # `Dynamic[eqx.nn.MLP]`: the marker covers the arrays; the activation
+    # functions, which can never be traced, stay static (DESIGN, Markers),
+    # so the plugin is quiet and the runtime runs it. A marker written on a
+    # callable itself is still refused by both.
+    source = HEADER + (
+        "\n\ndef f(m: Dynamic[eqx.nn.MLP]) -> None: ...\n"
+        "def g(act: Dynamic[Callable[[jax.Array], jax.Array]]) -> None: ...\n"
+    )
+    source = source.replace(
+        "import dataclasses", "import dataclasses\nfrom collections.abc import Callable"
+    )
     (tmp_path / "named_field.py").write_text(source)
     config = tmp_path / "mypy.ini"
     config.write_text("[mypy]\nplugins = treespec.mypy_plugin\n")
     out = run_mypy(tmp_path / "named_field.py", config, tmp_path).stdout
-    assert "[treespec-non-array-dynamic]" in out, out
-    # The key paths below the annotated value (the plugin sees the
-    # annotation, not the parameter it is on).
-    assert ".activation" in out and ".final_activation" in out, out
+    lines = [line for line in out.splitlines() if "[treespec-" in line]
+    assert len(lines) == 1 and "non-array-dynamic" in lines[0], out
+    assert f"named_field.py:{source.count(chr(10))}:" in lines[0], out  # g, not f
     import equinox as eqx
     import jax
 
-    from treespec import Dynamic
+    from treespec import Donate, Dynamic
+
+    def apply(m: Donate[eqx.nn.MLP], x: jax.Array) -> jax.Array:
+        return m(x)
+
+    mlp = eqx.nn.MLP(2, 2, 2, 1, key=jax.random.PRNGKey(0))
+    expected = mlp(jax.numpy.ones(2))
+    donated = eqx.tree_at(
+        lambda m: m.layers, mlp, jax.tree_util.tree_map(lambda a: a + 0, mlp.layers)
+    )  # a copy: its buffers go
+    out = treespec.jit(apply)(donated, jax.numpy.ones(2))
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+    kinds = resolve(apply, mlp, jax.numpy.ones(2))
+    assert kinds["m.activation"] == kinds["m.final_activation"] == "static"
+    assert kinds["m.layers[0].weight"] == "donate", kinds
 
     def f(m: Dynamic[eqx.nn.MLP]) -> None: ...
 
-    mlp = eqx.nn.MLP(2, 2, 2, 1, key=jax.random.PRNGKey(0))
-    with pytest.raises(treespec.ValidationError, match=r"at m\.activation"):
-        treespec.jit(f)(mlp)
+    treespec.jit(f)(mlp)  # the activation is held static, not refused

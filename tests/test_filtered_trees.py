@@ -4,7 +4,7 @@ nothing else is loosened."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -86,8 +86,13 @@ class Scaled(eqx.Module):
     training: bool
 
 
-def test_none_in_a_filtered_out_field_validates_and_nothing_else_is_loosened() -> None:
-    def apply(model: Scaled, grads: Scaled, n: int) -> jax.Array:
+class Outer(eqx.Module):
+    inner: Scaled
+    name: str
+
+
+def test_none_in_an_unannotated_filtered_copy_validates_nested_too() -> None:
+    def apply(model: Scaled, grads, n: int) -> jax.Array:  # type: ignore[no-untyped-def]
         return model.w - grads.w
 
     f = treespec.jit(apply)
@@ -95,16 +100,67 @@ def test_none_in_a_filtered_out_field_validates_and_nothing_else_is_loosened() -
     grads = eqx.filter(model, eqx.is_inexact_array)  # scale, training: None
     assert grads.scale is None and grads.training is None
     np.testing.assert_array_equal(f(model, grads, 1), jnp.zeros(3))
-    # An array field of the annotated class is not a filtered-out leaf.
-    no_w = Scaled(None, 2.0, True)  # type: ignore[arg-type]
-    with pytest.raises(ValidationError, match=r"at grads\.w: expected Float"):
-        f(model, no_w, 1)
+    # Nested: the copy's inner instance is no instance the signature names.
+    outer = eqx.filter(Outer(model, "o"), eqx.is_array)
+    assert outer.inner.scale is None and outer.name is None
+    g = treespec.jit(lambda m, copy: m.w - copy.inner.w)
+    np.testing.assert_array_equal(g(model, outer), jnp.zeros(3))
     # A None where no class field was filtered is still refused.
     with pytest.raises(ValidationError, match=r"argument n, at n: expected int"):
         f(model, grads, None)
+
+
+def test_none_in_an_instance_the_signature_names_is_refused_naming_the_field() -> None:
+    def apply(model: Scaled, grads: Scaled) -> jax.Array:
+        return model.w - grads.w
+
+    f = treespec.jit(apply)
+    model = Scaled(jnp.ones(3), 2.0, True)
+    grads = eqx.filter(model, eqx.is_inexact_array)
+    with pytest.raises(ValidationError) as info:
+        f(model, grads)
+    text = str(info.value)
+    assert "at grads.scale: expected float" in text, text
+    assert "at grads.training: expected bool" in text, text
+    no_w = Scaled(None, 2.0, True)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match=r"at grads\.w: expected Float"):
+        f(model, no_w)
+    # Nested: an annotated field's instance is named too.
+    named = treespec.jit(_outer_w)
+    with pytest.raises(ValidationError, match=r"at o\.inner\.scale: expected float"):
+        named(Outer(Scaled(jnp.ones(3), None, True), "o"))  # type: ignore[arg-type]
 
     def typed(cfg: dict[str, int]) -> int:
         return 0
 
     with pytest.raises(ValidationError, match=r"cfg\['k'\]"):
         treespec.jit(typed)({"k": None})
+
+
+def _outer_w(o: Outer) -> jax.Array:
+    return o.inner.w
+
+
+class Pair(NamedTuple):
+    name: str
+    w: jax.Array
+
+
+class Holder(eqx.Module):
+    items: list[int]
+    w: jax.Array
+
+
+def _pair_w(p: Pair) -> jax.Array:
+    return p.w
+
+
+def _holder_w(h: Holder) -> jax.Array:
+    return h.w
+
+
+def test_none_in_a_named_tuple_or_list_field_is_refused() -> None:
+    with pytest.raises(ValidationError, match=r"at p\.name: expected str"):
+        treespec.jit(_pair_w)(Pair(None, jnp.ones(2)))  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match=r"at h\.items"):
+        treespec.jit(_holder_w)(Holder(None, jnp.ones(2)))  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import flax.errors
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -51,7 +52,11 @@ def _state(*objects: Any) -> list[np.ndarray]:
     """Every array of the objects' NNX state, as NumPy (keys as their data)."""
     leaves = jax.tree_util.tree_leaves(nnx.state(objects))
     return [
-        np.asarray(jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key) else x)
+        np.asarray(
+            jax.random.key_data(x)
+            if jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+            else x
+        )
         for x in leaves
     ]
 
@@ -256,7 +261,9 @@ def test_dropout_layers_sharing_one_rng_stream_draw_distinct_masks() -> None:
     ours, theirs = outs[treespec.jit], outs[nnx.jit]
     assert ours[2] == theirs[2] == 4
     assert not np.array_equal(ours[0][0], ours[0][1])  # two draws, two masks
-    for a, b in zip(jax.tree_util.tree_leaves(ours[:2]), jax.tree_util.tree_leaves(theirs[:2])):
+    for a, b in zip(
+        jax.tree_util.tree_leaves(ours[:2]), jax.tree_util.tree_leaves(theirs[:2])
+    ):
         np.testing.assert_array_equal(a, b)
 
 
@@ -399,6 +406,22 @@ def test_an_argument_traced_whole_refuses_a_change_it_cannot_write_back() -> Non
         return m.w[...] * x  # reads only: fine
 
     np.testing.assert_allclose(read(Counter(jnp.zeros(())), jnp.ones(3)), 1.0)
+
+
+def test_inside_another_trace_nnx_refuses_what_it_refuses_under_nnx_jit() -> None:
+    for jit in (nnx.jit, treespec.jit):
+        inner = jit(lambda m, x: m(x))
+        outside = Counter(jnp.zeros(()))  # made outside the outer trace
+        with pytest.raises(flax.errors.TraceContextError):
+            jax.jit(lambda x, inner=inner, m=outside: inner(m, x))(jnp.ones(3))
+
+        def made_inside(x: jax.Array, inner: Any = inner) -> jax.Array:
+            model = Counter(jnp.zeros(()))
+            inner(model, x)
+            inner(model, x)
+            return model.count[...]
+
+        assert float(jax.jit(made_inside)(jnp.ones(3))) == 2.0, jit
 
 
 def test_pmap_refuses_a_change_it_cannot_write_back() -> None:

@@ -28,6 +28,12 @@ class Model(eqx.Module):
     sizes: list[int] = eqx.field(static=True)
 
 
+class Lookup(eqx.Module):
+    # Metadata, so no leaf that Static[Lookup] covers (tests/test_typing.py
+    # edits the field specifier away: a set leaf under Static is refused).
+    table: set[int] = eqx.field(static=True)
+
+
 class Settings(eqx.Module):  # hashable: equinox.Module defines __hash__
     depth: int
     name: str

@@ -11,6 +11,7 @@ from .ok_xmod_models import (
     FSettings,
     FStruct,
     Leaves,
+    Lookup,
     Model,
     Registered,
     Settings,
@@ -26,7 +27,9 @@ def step(
 ) -> None: ...
 
 
-def configure(a: Static[Settings], b: Static[FSettings]) -> None: ...
+def configure(
+    a: Static[Settings], b: Static[FSettings], t: Static[Lookup]
+) -> None: ...
 
 
 def inner_markers(

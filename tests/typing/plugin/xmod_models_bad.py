@@ -1,9 +1,8 @@
 """Classes that xmod_train_bad.py puts under markers the runtime refuses."""
 
 import dataclasses
-from typing import NamedTuple, TypeAlias
+from typing import TypeAlias
 
-import equinox as eqx
 import jax
 
 from treespec import Dynamic, Static
@@ -11,11 +10,6 @@ from treespec import Dynamic, Static
 SInt = Static[int]
 DArr = Dynamic[jax.Array]
 MixedAlias = Static[int] | Dynamic[jax.Array]  # E: treespec-conflicting-union
-
-
-class Model(eqx.Module):
-    w: jax.Array
-    act: str  # a leaf: not a field(static=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,11 +25,6 @@ class Holder:  # frozen, but hashing it hashes a list
 class EqOnly:
     def __eq__(self, other: object) -> bool:
         return True
-
-
-class Batch(NamedTuple):
-    x: jax.Array
-    names: tuple[str, ...]
 
 
 Explicit: TypeAlias = Static[str] | Dynamic[jax.Array]  # E: treespec-conflicting-union
