@@ -243,7 +243,8 @@ def _brief(value: Any, limit: int) -> str:
     `int32[]`, and the whole is cut at `limit` characters."""
     parts: list[str] = []
     _write(value, parts, limit, 0)
-    text = "".join(parts)
+    # A repr on several lines (an Equinox or NNX module's) on one line.
+    text = " ".join("".join(parts).split())
     return text[: limit - 3] + "..." if len(text) > limit else text
 
 

@@ -15,6 +15,7 @@ from .markers import Marker
 from .spec import (
     AnyNode,
     ClassBacked,
+    ClassNode,
     LeafNode,
     Node,
     NoneNode,
@@ -190,10 +191,18 @@ def covered(node: Node) -> Iterator[Node]:
         yield place
 
 
-def covered_places(node: Node) -> Iterator[tuple[str, Node]]:
+def covered_places(
+    node: Node, *, into_classes: bool = True
+) -> Iterator[tuple[str, Node]]:
     """`covered`, each place with its key path below `node` (`.activation`,
     `['k']`, `[0]`, `[*]` for any item; `""` for `node` itself), as the
-    runtime names a leaf below an argument."""
+    runtime names a leaf below an argument.
+
+    Without `into_classes`, a class's fields (a dataclass, an Equinox or NNX
+    module, a NamedTuple: a `ClassNode`, not a mapping) are not places of the
+    marker: a `Dynamic`/`Donate` marker around a class covers its leaves that
+    can be traced, and a field that never can (a layer's activation
+    function, a name) stays static, as the runtime holds it."""
     seen: set[int] = set()
     stack: list[tuple[str, Node]] = [("", node)]
     while stack:
@@ -205,6 +214,8 @@ def covered_places(node: Node) -> Iterator[tuple[str, Node]]:
                 continue
             seen.add(id(current.body))
             yield path, current
+            if not into_classes and isinstance(current, ClassNode):
+                continue
         elif isinstance(current, LeafNode):
             yield path, current
         if isinstance(current, PyTreeNode):
@@ -270,12 +281,16 @@ def type_problem(node: Node, marker: Marker) -> str | None:
 
 def is_array_annotation(node: Node) -> bool:
     """Whether an annotation says "an array": an array type (`jax.Array`,
-    `np.ndarray`, a jaxtyping array), or a union of array types and Python
-    scalars with at least one array type among them (`ArrayLike`,
-    `Optional[jax.Array]`).
+    `np.ndarray`, a jaxtyping array), a union of array types
+    (`Optional[jax.Array]`), or a union that spells array-likeness: NumPy's
+    arrays or scalars beside Python scalars (`jax.typing.ArrayLike`, `Array |
+    np.ndarray | np.bool_ | np.number | bool | int | float | complex`).
 
     Under the "infer" default, an unmarked leaf annotated so is traced,
-    whatever value comes.
+    whatever value comes. A union of array types with Python scalars alone
+    (`int | float | Array`, Equinox's `MaxPool2d.init`) is not: the value
+    chooses, an array traced and a Python scalar held static, as
+    `eqx.filter_jit` holds it.
     """
     if isinstance(node, LeafNode):
         return node.is_array
@@ -283,6 +298,8 @@ def is_array_annotation(node: Node) -> bool:
         return False
     members = [m for m in node.members if not isinstance(m, NoneNode)]
     arrays = [m for m in members if isinstance(m, LeafNode) and m.is_array]
+    if not arrays or (len(arrays) < len(members) and not _spells_array_like(arrays)):
+        return False
     scalars = [
         m
         for m in members
@@ -290,7 +307,16 @@ def is_array_annotation(node: Node) -> bool:
         and m.type_names[:1]
         and m.type_names[0] in SCALAR_TYPES
     ]
-    return bool(arrays) and len(arrays) + len(scalars) == len(members)
+    return len(arrays) + len(scalars) == len(members)
+
+
+def _spells_array_like(arrays: list[LeafNode]) -> bool:
+    """Whether a union's array members name NumPy's own (`np.ndarray`,
+    `np.number`): what converts to an array, not an array or a number."""
+    return any(
+        "numpy.ndarray" in m.type_names or "numpy.generic" in m.type_names
+        for m in arrays
+    )
 
 
 def may_be_filtered_out(field: Node, inferred: bool) -> bool:
@@ -300,16 +326,16 @@ def may_be_filtered_out(field: Node, inferred: bool) -> bool:
     `filter_grad` result), and such a `None` is a filtered-out leaf, not a
     wrong value.
 
-    A field annotated with a leaf that is no array (`p: float`, `inference:
-    bool`) may; an array field only in an instance whose class no annotation
-    named (`inferred`: an unannotated optimizer state holding copies of the
-    model's classes), since a model passed where its class is annotated must
-    have its arrays. A field that is itself a container or a class never
-    may: filtering keeps the structure and replaces leaves.
+    Only in an instance that no annotation names (`inferred`: the copies of
+    the model's classes in an unannotated optimizer state, at any depth): an
+    instance the signature names (`model: Net`, its annotated fields) is
+    what its class says, so a `None` there is refused, naming the field. A
+    field that is itself a container or a class never may: filtering keeps
+    the structure and replaces leaves.
     """
     if isinstance(field, (ClassBacked, SequenceNode, PyTreeNode)):
         return False
-    return inferred or not is_array_annotation(field)
+    return inferred
 
 
 def node_unhashable(node: Node) -> bool:

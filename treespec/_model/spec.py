@@ -282,6 +282,15 @@ class Spec:
                 return p
         return None
 
+    def positional_name(self, index: int) -> str:
+        """What positional argument `index` of a call is called: its
+        parameter's name, or `args[j]` for the extra ones."""
+        positional = self.positional
+        if index < len(positional):
+            return positional[index].name
+        extra = self.var_positional
+        return f"{extra.name if extra else 'args'}[{index - len(positional)}]"
+
     def __repr__(self) -> str:
         parts = [f"{p.display}: {_inline(p.node)}" for p in self.params]
         ret = f" -> {_inline(self.returns)}" if self.returns.text else ""

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax
+from jax.tree_util import keystr
 
 from .._model.errors import Issue
 from .call_checks import call_issues
@@ -29,6 +30,8 @@ class CallRoute(Route):
         leaves, treedef = flatten((args, kwargs))
         plan = self._plans.get(treedef) or self._plan(args, kwargs, treedef)
         split = plan.fixed or plan.split(leaves)
+        if plan.graph is not None:  # NNX objects: one held twice?
+            split = plan.graph.split_for(split, leaves, (args, kwargs))
         static = split.get_static(leaves)
         key = make_key(split, static)
         if not all(map(by_value, static)):  # an object that may change in place
@@ -39,10 +42,24 @@ class CallRoute(Route):
         self, key: Key, dynamic: Sequence[Any]
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         split = key_split(key)
-        args, kwargs = jax.tree_util.tree_unflatten(
+        root = jax.tree_util.tree_unflatten(
             split.plan.treedef, split.merge(key_static(key), dynamic)
         )
+        if split.links is not None:
+            root = split.plan.graph.link(root, split.links)
+        args, kwargs = root
         return tuple(args), dict(kwargs)
+
+    def root_of(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return (args, kwargs)
+
+    def path_name(self, path: tuple[Any, ...]) -> str:
+        if len(path) < 2:
+            return "the arguments"
+        top, name = path[0], path[1]
+        if getattr(top, "idx", 0) == 0:
+            return self.ctx.spec.positional_name(name.idx) + keystr(tuple(path[2:]))
+        return str(getattr(name, "key", name)) + keystr(tuple(path[2:]))
 
     def view(self, key: Key, dynamic: Sequence[Any]) -> CallView:
         split = key_split(key)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import jax
@@ -11,7 +12,30 @@ from .._model.rules import non_array_fix, unhashable_fix
 from .plan import Kind, LeafInfo
 from .values import is_array, is_hashable
 
-__all__ = ["aval", "comparison_issue", "deleted_issue", "static_issue", "traced_issue"]
+__all__ = [
+    "aval",
+    "comparison_issue",
+    "deleted_issue",
+    "from_body",
+    "mark_from_body",
+    "static_issue",
+    "traced_issue",
+]
+
+#: Set on what the user's function raised while it traced.
+_BODY = "__treespec_from_body__"
+
+
+def mark_from_body(error: BaseException) -> None:
+    """Note that the user's function raised `error` while it traced: the
+    user's own error, never a refusal of an argument to be explained."""
+    with contextlib.suppress(AttributeError):  # a class with slots: unmarked
+        setattr(error, _BODY, True)
+
+
+def from_body(error: BaseException) -> bool:
+    """Whether the user's function raised `error` (see `mark_from_body`)."""
+    return getattr(error, _BODY, False) is True
 
 
 def aval(value: Any) -> str:
@@ -68,9 +92,12 @@ def deleted_issue(info: LeafInfo, kind: Kind, leaf: Any, function: str) -> Issue
     if not isinstance(leaf, jax.Array) or is_deleted is None or not is_deleted():
         return None
     if kind is Kind.DONATE:
+        # Which computation gave it away is not known here (another
+        # function's donation, `.delete()`): said as such, not blamed on f.
         why = (
-            f"it was donated by an earlier call of {function} ({info.source}), "
-            "which gave its buffer to the result: pass what that call returned"
+            "its buffer was given away before this call: donated to a "
+            f"computation (as {function} donates it, {info.source}) or "
+            "deleted; pass what the donating call returned, or a live array"
         )
     else:
         why = (

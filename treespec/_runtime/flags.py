@@ -16,6 +16,7 @@ import numpy as np
 
 from .._model.errors import SpecError, a_type, plural
 from .._model.spec import Spec
+from .classes import is_class_backed
 
 __all__ = [
     "FlagEntry",
@@ -40,7 +41,10 @@ def flag_kind(entry: FlagEntry) -> str:
     if isinstance(entry, (list, tuple)) and not hasattr(entry, "_fields"):
         return "sequence"
     if callable(entry) and not isinstance(entry, type):
-        return "callable"
+        # A module with `__call__` is a flag tree over its fields when its
+        # class is one treespec follows (what `flag_tree` returns for an
+        # Equinox or NNX model), not a predicate.
+        return "object" if is_class_backed(type(entry)) else "callable"
     return "object"
 
 

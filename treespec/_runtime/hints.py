@@ -83,12 +83,15 @@ def parse_annotation(
         leaftype = getattr(annotation, "leaftype", Any)
         leaf = at.parse(leaftype, f"{where} (PyTree leaf)")
         return PyTreeNode(leaf=leaf, text=at.text, origin=where)
-    if (
-        is_jaxtyping_array(annotation)
-        or is_array_class(annotation)
-        or is_array_class(get_origin(annotation))  # np.ndarray[Any, np.dtype[...]]
-    ):
+    if is_jaxtyping_array(annotation):
         return at.leaf(annotation, is_array=True)
+    for cls in (annotation, get_origin(annotation)):  # np.ndarray[Any, ...] too
+        if is_array_class(cls):
+            # NumPy's classes are named, as `rules.is_array_annotation` reads
+            # them; JAX's array classes are named by nothing but `is_array`.
+            numpy = cls.__module__.split(".")[0] == "numpy"
+            names = tuple(f"{c.__module__}.{c.__qualname__}" for c in cls.__mro__)
+            return at.leaf(annotation, is_array=True, type_names=names if numpy else ())
     origin = get_origin(annotation)
     if origin is not None:
         return _generic(annotation, origin, get_args(annotation), at)

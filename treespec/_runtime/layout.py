@@ -7,13 +7,14 @@ all static is known per tree structure, from its plan (see `routes.py`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
 import jax
 
 from .._model.markers import Marker
-from .._model.rules import is_array_annotation
+from .._model.rules import SCALAR_TYPES, is_array_annotation
 from .._model.spec import (
     AnyNode,
     ClassBacked,
@@ -25,11 +26,18 @@ from .._model.spec import (
     PyTreeNode,
     UnionNode,
 )
-from .classes import class_held
+from .classes import class_held, is_nnx
 from .flags import flag_kind
 from .plan import Kind
 
-__all__ = ["PROBE_SCALARS", "MixedKey", "StaticKey", "is_sharding", "whole_kind"]
+__all__ = [
+    "PROBE_SCALARS",
+    "MixedKey",
+    "StaticKey",
+    "is_sharding",
+    "max_static_keys",
+    "whole_kind",
+]
 
 
 def _children(node: Node) -> list[Node]:
@@ -89,10 +97,39 @@ def _only_arrays(node: Node) -> bool:
     return True
 
 
+def _traceable_only(node: Node) -> bool:
+    """Whether every leaf place below `node` is annotated as something JAX
+    traces: an array or a Python scalar (no callable, string, ...)."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, PyTreeNode):
+            stack.append(current.leaf)
+            continue
+        if isinstance(current, LeafNode):
+            if not (
+                current.is_array
+                or (current.type_names[:1] and current.type_names[0] in SCALAR_TYPES)
+            ):
+                return False
+            continue
+        if isinstance(current, ClassBacked):
+            if id(current.body) in seen:
+                continue
+            seen.add(id(current.body))
+        stack.extend(_children(current))
+    return True
+
+
 def whole_kind(param: Param, flag: Any, default: str = "infer") -> Kind | None:
     """The kind of every leaf of this positional parameter, when one kind
     covers them all."""
     node = param.node
+    if isinstance(node, ClassNode) and is_nnx(node.cls):
+        # Flattened per call: what the function changes in its Variables is
+        # written back into the caller's objects (`graph.py`).
+        return None
     markers, any_below = _below(node)
     kind = flag_kind(flag)
     if kind == "bool" and not flag:
@@ -103,6 +140,10 @@ def whole_kind(param: Param, flag: Any, default: str = "infer") -> Kind | None:
             return Kind.DONATE
         return None
     if kind == "none" and not markers and not any_below:
+        # A marker around a class covers its leaves that can be traced (one
+        # that never can stays static): whole only when every leaf can.
+        if node.marker is not None and not _traceable_only(node):
+            return None
         if node.marker is Marker.DYNAMIC:
             return Kind.DYNAMIC
         if node.marker is Marker.DONATE:
@@ -151,3 +192,23 @@ class MixedKey(StaticKey):
 #: `PositionalRoute._intern`): equal values of one of these types make equal keys
 #: (bar `0.0 == -0.0`, which JAX's own cache treats alike).
 PROBE_SCALARS = frozenset({bool, int, float, complex, str, bytes, type(None)})
+
+
+#: Lowers `routes.MAX_STATIC_KEYS` (read once, at import).
+MAX_STATIC_KEYS_ENV = "TREESPEC_MAX_STATIC_KEYS"
+DEFAULT_MAX_STATIC_KEYS = 4096
+
+
+def max_static_keys() -> int:
+    """The bound on interned keys a route keeps (`routes.MAX_STATIC_KEYS`):
+    `TREESPEC_MAX_STATIC_KEYS`, else 4096."""
+    text = os.environ.get(MAX_STATIC_KEYS_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_STATIC_KEYS
+    try:
+        return max(0, int(text))
+    except ValueError:
+        raise ValueError(
+            f"{MAX_STATIC_KEYS_ENV}={text!r}: expected a whole number of static "
+            f"keys (the default is {DEFAULT_MAX_STATIC_KEYS})"
+        ) from None

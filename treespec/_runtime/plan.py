@@ -21,7 +21,7 @@ import numpy as np
 from .._model.errors import SpecError, describe_value
 from .._model.markers import Marker
 from .._model.spec import Node, Param
-from .values import is_array
+from .values import is_array, is_array_like
 
 __all__ = [
     "CallView",
@@ -35,6 +35,7 @@ __all__ = [
     "ask_probe",
     "getter",
     "not_array",
+    "not_array_like",
     "static_in_grad",
 ]
 
@@ -45,6 +46,12 @@ Kind = Marker
 
 def not_array(x: Any) -> bool:
     return not is_array(x)
+
+
+def not_array_like(x: Any) -> bool:
+    """The "infer" probe on the value of an NNX `Variable`: NNX makes it data,
+    so a Python scalar there is traced too (as `nnx.jit` traces it)."""
+    return not is_array_like(x)
 
 
 def static_in_grad(x: Any) -> bool:
@@ -131,7 +138,7 @@ def ask_callable(fn: Callable[[Any], Any], value: Any, where: str, path: str) ->
 
 
 #: Probes whose answer depends on the leaf's type only.
-_BY_TYPE = (not_array, static_in_grad)
+_BY_TYPE = (not_array, not_array_like, static_in_grad)
 
 
 def getter(indices: Sequence[int]) -> Callable[[Sequence[Any]], Sequence[Any]]:
@@ -180,6 +187,7 @@ class Split:
         "get_static",
         "kinds",
         "last",
+        "links",
         "plan",
         "static_idx",
         "token",
@@ -194,6 +202,9 @@ class Split:
         #: The static leaves of the last call and its interned key (set by the
         #: positional route, see `PositionalRoute._static_key`).
         self.last: tuple[tuple[Any, ...], Any] | None = None
+        #: For each NNX `Variable` of the call, the first place that holds
+        #: the same object, when the call holds one twice (see `graph.py`).
+        self.links: tuple[int, ...] | None = None
         self.static_idx = tuple(i for i, k in enumerate(kinds) if k is Kind.STATIC)
         self.dynamic_idx = tuple(i for i, k in enumerate(kinds) if k is not Kind.STATIC)
         self.donate = tuple(
@@ -240,6 +251,9 @@ class Plan:
         #: Per-leaf `in_shardings` entries (`prefix.Entry`), when the
         #: transform was given some.
         self.shardings: list[Any] | None = None
+        #: Where the structure's NNX `Variable`s are (`graph.Graph`), if any.
+        self.graph: Any = None
+        self._variants: dict[tuple[Split, tuple[int, ...]], Split] = {}
         self.probe_idx = tuple(i for i, info in enumerate(infos) if info.kind is None)
         self.probes = tuple(infos[i].probe for i in self.probe_idx)
         self._splits: dict[tuple[bool, ...], Split] = {}
@@ -271,6 +285,21 @@ class Plan:
                 found = self._by_type[types] = self._split_for(leaves)
             return found
         return self._split_for(leaves)
+
+    def variant(self, split: Split, links: tuple[int, ...]) -> Split:
+        """`split` for calls that hold some of its NNX `Variable`s twice, as
+        `links` says (see `graph.py`): a split of its own, so a program
+        traced with the objects shared serves only calls that share them."""
+        key = (split, links)
+        found = self._variants.get(key)
+        if found is None:
+            with self._lock:
+                found = self._variants.get(key)
+                if found is None:
+                    found = Split(self, split.kinds, self._numbers())
+                    found.links = links
+                    self._variants[key] = found
+        return found
 
     def _split_for(self, leaves: Sequence[Any]) -> Split:
         infos = self.infos

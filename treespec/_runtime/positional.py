@@ -21,12 +21,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+from jax.tree_util import keystr
 
 from .._model.errors import Issue
 from .._model.spec import Param
 from . import routes
 from .call_checks import call_issues
 from .flags import FlagEntry
+from .graph import graph_of
+from .graph_session import Session
 from .layout import MixedKey, StaticKey, is_sharding
 from .plan import CallView, Kind, Split, getter
 from .prefix import top_entry
@@ -125,6 +128,8 @@ class PositionalRoute(Route):
             args, kwargs, treedef, skip=self._skip
         )
         split = plan.fixed or plan.split(leaves)
+        if plan.graph is not None:  # NNX objects: one held twice?
+            split = plan.graph.split_for(split, leaves, mixed)
         if not split.dynamic_idx:
             key = self._intern(split, leaves, mixed)
             if not self.mixed_idx:
@@ -208,6 +213,8 @@ class PositionalRoute(Route):
         mixed = jax.tree_util.tree_unflatten(
             split.plan.treedef, split.merge(key_static(key), dynamic[n:])
         )
+        if split.links is not None:
+            mixed = split.plan.graph.link(mixed, split.links)
         flattened = (mixed,) if self._single else mixed
         args: list[Any] = [None] * self.npos
         for i, value in zip(self.whole_idx, dynamic[:n]):
@@ -215,6 +222,32 @@ class PositionalRoute(Route):
         for i, value in zip(self.mixed_idx, flattened):
             args[i] = value
         return tuple(args), {}
+
+    def root_of(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return self.get_mixed(args)
+
+    def path_name(self, path: tuple[Any, ...]) -> str:
+        if self._single:
+            return self.ctx.spec.positional_name(self.mixed_idx[0]) + keystr(
+                tuple(path)
+            )
+        if not path:
+            return "the arguments"
+        index = self.mixed_idx[path[0].idx]
+        return self.ctx.spec.positional_name(index) + keystr(tuple(path[1:]))
+
+    def whole_session(self, args: tuple[Any, ...]) -> Session | None:
+        if not self.whole_idx:
+            return None
+        root = tuple(args[i] for i in self.whole_idx)
+        treedef = jax.tree_util.tree_structure(root)
+
+        def name(path: tuple[Any, ...]) -> str:
+            index = self.whole_idx[path[0].idx]
+            return self.ctx.spec.positional_name(index) + keystr(tuple(path[1:]))
+
+        graph = graph_of(root, treedef, name)
+        return None if graph is None else Session(graph, root, None, frozenset())
 
     def _whole(self, values: Sequence[Any]) -> list[tuple[Param, Any, FlagEntry]]:
         """The arguments handed to JAX whole, each with its flag entry."""

@@ -31,7 +31,8 @@ from .._model.spec import (
 from .classes import held_in, is_class_backed, is_nnx
 from .flags import FlagEntry, flag_child, flag_kind
 from .hints import check_unfollowed, parse_annotation
-from .plan import Held, Kind, LeafInfo, not_array, static_in_grad
+from .nnx_objects import is_variable
+from .plan import Held, Kind, LeafInfo, not_array, not_array_like, static_in_grad
 from .structure import children_issues, structure_issue
 from .tree import child_items, key_name
 from .typing_forms import Context
@@ -54,6 +55,13 @@ class Walk:
     #: The class instance whose field annotations the leaves walked now come
     #: from: its class and key path (see `LeafInfo.owner`).
     owner: tuple[type, str] | None = None
+    #: Below an NNX `Variable` or an NNX object's data attribute (through
+    #: plain containers), which NNX makes data.
+    in_variable: bool = False
+    #: The nearest marker so far was written around a class the walk went
+    #: into (`Donate[Model]`): it covers the leaves that can be traced, and a
+    #: leaf that never can (an activation function) stays static.
+    around_class: bool = False
     infos: list[LeafInfo] = dataclasses.field(default_factory=list)
     issues: list[Issue] = dataclasses.field(default_factory=list)
     uncovered: list[str] = dataclasses.field(default_factory=list)
@@ -153,7 +161,9 @@ def walk(
     then the nearest marker (`marker` so far), then the default."""
     children = child_items(value)
     annotated = not isinstance(node, AnyNode)
+    given = marker
     node, marker = _refine(node, value, children is None, marker, flag)
+    around = w.around_class and marker is given
 
     if w.check:
         wrong = structure_issue(node, value)
@@ -164,21 +174,31 @@ def walk(
             node = AnyNode()
 
     if children is None:
-        _leaf(w, value, node, path, argument, marker, flag, flag_src)
+        w.around_class, outer_around = around, w.around_class
+        try:
+            _leaf(w, value, node, path, argument, marker, flag, flag_src)
+        finally:
+            w.around_class = outer_around
         return
 
     names = [key_name(k) for k, _ in children]
     if w.check:
         w.issues.extend(children_issues(node, value, names, path, argument))
-    outer, owner = w.inferred, w.owner
+    saved = w.inferred, w.owner, w.in_variable, w.around_class
     if isinstance(node, ClassNode):
         _held_fields(w, value, node, children, path, argument)
-        w.inferred = outer or not annotated
+        w.inferred = saved[0] or not annotated
         w.owner = (node.cls, path)
+        around = around or marker is not None
+    if is_variable(value) or is_nnx(type(value)):
+        w.in_variable = True  # NNX data: a Variable's value, a data attribute
+    elif isinstance(node, ClassNode):
+        w.in_variable = False  # another class: its own rules
+    w.around_class = around
     try:
         _walk_children(w, node, children, names, path, argument, marker, flag, flag_src)
     finally:
-        w.inferred, w.owner = outer, owner
+        w.inferred, w.owner, w.in_variable, w.around_class = saved
 
 
 def _walk_children(
@@ -297,6 +317,17 @@ def _leaf(
     elif kind == "callable":
         source = f"{flag_src} (callable)"
         info = LeafInfo(path, argument, None, source, node, traced, flag)
+    elif (
+        marker is not None
+        and w.around_class
+        and marker[0] is not Marker.STATIC
+        and not is_array_annotation(node)
+    ):
+        # Around a class: its leaves that can be traced are, one that never
+        # can (a layer's activation function) stays static, as
+        # `eqx.filter_jit(donate="all")` treats a model.
+        source = f"{marker[1]}, for its array-like leaves"
+        info = LeafInfo(path, argument, None, source, node, traced, not_array_like)
     elif marker is not None:
         info = LeafInfo(path, argument, marker[0], marker[1], node)
     else:
@@ -316,7 +347,19 @@ def _by_default(w: Walk, node: Node, path: str, argument: str) -> LeafInfo:
         # The hint already says what the leaf is: traced, whatever comes.
         source = f"default 'infer', annotated {node.text}"
         return LeafInfo(path, argument, Kind.DYNAMIC, source, node)
-    if w.trace_floats:
+    if w.in_variable:
+        # NNX makes a Variable's value and an object's data attributes data:
+        # `nnx.jit` traces a Python scalar there, and NNX code indexes it
+        # (`count[...] += 1`).
+        source = "default 'infer' (NNX data: a Variable's value or attribute)"
+        return LeafInfo(
+            path, argument, None, source, node, Kind.DYNAMIC, not_array_like
+        )
+    if w.trace_floats and (isinstance(node, AnyNode) or w.owner is None):
+        # Not a class's annotated field: a module's `float` hyperparameter
+        # (Equinox's `Dropout.p`) is a number its code reads, held static as
+        # `eqx.filter_value_and_grad` holds it; the parameter itself
+        # (`x: float`) or an unannotated float is what is differentiated.
         source = "default 'infer' (a float in a differentiated argument)"
         return LeafInfo(
             path, argument, None, source, node, Kind.DYNAMIC, static_in_grad

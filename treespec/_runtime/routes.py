@@ -35,7 +35,6 @@ import enum
 import inspect
 import itertools
 import logging
-import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -47,7 +46,10 @@ from .._model.spec import Spec
 from .call_checks import plan_issues
 from .diagnose import comparison_issue
 from .flags import Flags
-from .layout import PROBE_SCALARS, StaticKey, is_sharding
+from .graph import graph_of
+from .graph_session import Session
+from .layout import PROBE_SCALARS, StaticKey, is_sharding, max_static_keys
+from .nnx_objects import opaque_nodes
 from .plan import CallView, Plan, Split
 from .planning import build_plan
 from .prefix import broadcast_call
@@ -81,24 +83,6 @@ logger = logging.getLogger("treespec")
 #: user's `__eq__` never sees an object of another class.
 Key = tuple[Any, ...]
 
-#: Lowers `MAX_STATIC_KEYS` (read once, at import).
-MAX_STATIC_KEYS_ENV = "TREESPEC_MAX_STATIC_KEYS"
-DEFAULT_MAX_STATIC_KEYS = 4096
-
-
-def _max_static_keys() -> int:
-    text = os.environ.get(MAX_STATIC_KEYS_ENV, "").strip()
-    if not text:
-        return DEFAULT_MAX_STATIC_KEYS
-    try:
-        return max(0, int(text))
-    except ValueError:
-        raise ValueError(
-            f"{MAX_STATIC_KEYS_ENV}={text!r}: expected a whole number of static "
-            f"keys (the default is {DEFAULT_MAX_STATIC_KEYS})"
-        ) from None
-
-
 #: Distinct interned keys a route keeps (and probes it registers before it
 #: starts its probes over). Past it, a new key is the plain tuple, hashed by
 #: value on each call as `jax.jit` hashes its static arguments: slower per
@@ -106,7 +90,7 @@ def _max_static_keys() -> int:
 #: with thousands of static configurations, each compiled, reaches it; it is
 #: logged once per function on logger `treespec`. Read as `routes.MAX_STATIC_KEYS`
 #: where it is used, so that one assignment here changes it everywhere.
-MAX_STATIC_KEYS = _max_static_keys()
+MAX_STATIC_KEYS = max_static_keys()
 
 
 def immutable(value: Any) -> bool:
@@ -221,6 +205,20 @@ class Route:
 
     def view(self, key: Key, dynamic: Sequence[Any]) -> CallView:
         raise NotImplementedError
+
+    def root_of(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """What this route flattens of a call (its plans' structure is its)."""
+        raise NotImplementedError
+
+    def path_name(self, path: tuple[Any, ...]) -> str:
+        """A path below `root_of`'s value, in the user's words (`model.lin`)."""
+        raise NotImplementedError
+
+    def whole_session(self, args: tuple[Any, ...]) -> Session | None:
+        """While tracing: a `Session` over the NNX objects of the arguments
+        handed to JAX whole, if any (what it changed cannot be written back,
+        see `Session.refuse_changes`)."""
+        return None
 
     def donate_argnums(self, split: Split, offset: int = 1) -> tuple[int, ...]:
         """Positions of donated dynamic arguments in the call `(key, *dynamic)`."""
@@ -380,6 +378,11 @@ class Route:
             if issues:
                 raise ValidationError(issues, ctx.spec.name)
             plan.route = self
+            root = self.root_of(args, kwargs)
+            opaque = opaque_nodes(plan.infos, jax.tree_util.tree_leaves(root))
+            if opaque:
+                raise ValidationError(opaque, ctx.spec.name)
+            plan.graph = graph_of(root, treedef, self.path_name)
             if ctx.in_shardings is not None:
                 entries = broadcast_call(
                     ctx.in_shardings,

@@ -17,6 +17,7 @@ from .._model.spec import AnyNode, Spec
 from .bind import Binder
 from .call_checks import check_view, return_pairs
 from .call_route import CallRoute
+from .diagnose import from_body
 from .flags import Flags
 from .layout import whole_kind
 from .plan import CallView
@@ -155,9 +156,15 @@ class Splitter:
             raise ValidationError(issues, self.spec.name)
 
     def diagnose(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        raised: BaseException | None = None,
     ) -> ValidationError | None:
-        """Find the leaves that made a call fail; `None` if they all look fine."""
+        """Find the leaves that made a call fail; `None` if they all look fine,
+        or if the function itself raised `raised` (the user's error stays)."""
+        if raised is not None and from_body(raised):
+            return None
         args, kwargs = self.binder.bind(args, kwargs)
         issues = self.route_for(args, kwargs).diagnose(args, kwargs)
         return ValidationError(issues, self.spec.name) if issues else None

@@ -59,12 +59,19 @@ def _jaxtyping_disabled() -> bool:
     return bool(getattr(jaxtyping.config, "jaxtyping_disable", False))
 
 
-def _for_value(annotation: Any, value: Any) -> Any:
-    """A jaxtyping type over `jax.Array` when the value is one (e.g. a tracer)."""
+def _for_value(annotation: Any, value: Any) -> tuple[Any, Any]:
+    """The jaxtyping type to check `value` against, and the value to check:
+    over `jax.Array` when the value is one (a tracer stands for whatever
+    array the annotation names), over `np.ndarray` when it is NumPy's (JAX
+    takes NumPy arrays and scalars wherever it takes its own: a data
+    loader's batch at `Float[Array, "b n"]`)."""
     array_type = getattr(annotation, "array_type", None)
-    if isinstance(value, jax.Array) and array_type not in (None, jax.Array, Any):
-        return annotation.dtype[jax.Array, annotation.dim_str]
-    return annotation
+    if isinstance(value, jax.Array):
+        if array_type not in (None, jax.Array, Any):
+            return annotation.dtype[jax.Array, annotation.dim_str], value
+    elif isinstance(value, (np.ndarray, np.generic)) and array_type is jax.Array:
+        return annotation.dtype[np.ndarray, annotation.dim_str], np.asarray(value)
+    return annotation, value
 
 
 def _text(node: Node, kind: Kind) -> str:
@@ -109,7 +116,8 @@ def _check_array(
                     bindings.sizes.setdefault(name, (size, path))
                 return True, expected
             return False, expected
-        if isinstance(value, _for_value(annotation, value)):
+        against, value = _for_value(annotation, value)
+        if isinstance(value, against):
             # jaxtyping's memo holds the concrete sizes only.
             dims = bound_dims(annotation, value.shape)
             if symbolic_conflicts(dims, bound):
@@ -210,7 +218,7 @@ def _dims_of(info: LeafInfo, kind: Kind, value: Any) -> Any:
     value, symbolic = _shaped(value)
     if symbolic:
         return None  # symbolic dimensions (`jax.export`): not bound here
-    return _for_value(node.annotation, value), value
+    return _for_value(node.annotation, value)
 
 
 def _reblame(

@@ -36,11 +36,11 @@ from .._runtime.retrace import (
     explain_enabled,
     log_retrace,
 )
-from .._runtime.routes import Key
+from .._runtime.routes import Key, key_split
 from .._runtime.splitter import Splitter
 from .._runtime.wrappers import maps_arguments
+from .graph_calls import finish, run, traced_output
 from .methods import method_get
-from .outputs import WithStatic, split_output
 
 __all__ = ["BoundTransform", "Counted", "Transformed"]
 
@@ -82,6 +82,9 @@ class Transformed(Generic[_P, _R]):
     _output_tree: str | None = None
     #: Whether a leaf is a batch of what its annotation describes (vmap, pmap).
     _maps_arguments = False
+    #: Whether what the function changes in NNX objects of its call can be
+    #: written into the caller's (not `pmap`'s, `shard_map`'s: refused).
+    _writes_back = True
 
     def __init__(
         self,
@@ -279,13 +282,11 @@ class Transformed(Generic[_P, _R]):
             "loading it."
         )
 
-    def _refuse(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _refuse(self, args: Any, kwargs: Any, raised: BaseException) -> None:
         """Raise the `ValidationError` naming the leaves of a call that JAX
         refused, if treespec finds them (else the caller re-raises JAX's)."""
-        error = self._splitter.diagnose(args, kwargs)
-        if error is not None:
-            # Raised from None: JAX's error stays reachable as __context__
-            # without being printed ahead of the one that names the leaf.
+        error = self._splitter.diagnose(args, kwargs, raised)
+        if error is not None:  # JAX's error stays reachable as __context__
             raise error from None
 
     def _call_fun(self, key: Key, dynamic: tuple[Any, ...], checked: Any = None) -> Any:
@@ -297,27 +298,24 @@ class Transformed(Generic[_P, _R]):
         if checked is None:
             checked = self._splitter.validate_call(key, dynamic)
         args, kwargs = self._splitter.rebuild(key, dynamic)
-        result = self._fun(*args, **kwargs)
-        self._splitter.validate_return(result, checked)
-        return result
+        split = key_split(key)
+        return run(self._fun, args, kwargs, split, self._splitter, checked)
 
     def _traced(self, key: Key, *dynamic: Any) -> Any:
         """The body JAX traces: the call, with non-array outputs set aside."""
         return self._body(key, dynamic, None)
 
     def _body(self, key: Key, dynamic: tuple[Any, ...], checked: Any) -> Any:
-        out = split_output(self._call_fun(key, dynamic, checked))
-        what = self._output_tree
-        if what is not None and type(out) is WithStatic:
-            # A tree of output specs cannot describe the aux-only part.
-            raise SpecError(
-                f"{self.spec.name} returns non-array leaves, which a tree of "
-                f"{what} cannot describe (it covers array outputs only): give "
-                f"one {what} entry for the whole output"
-                + (", or callables (eqx.if_array(0))" if what == "out_axes" else "")
-                + ", or return arrays only."
-            )
-        return out
+        """The traced call's output for JAX (`graph_calls.traced_output`)."""
+        out = self._call_fun(key, dynamic, checked)
+        where = (self._name, self.spec.name, self._writes_back, self._output_tree)
+        return traced_output(out, key_split(key), *where)
+
+    def _output(
+        self, out: Any, key: Key, args: Any, kwargs: Any, write: bool = True
+    ) -> Any:
+        """What JAX returned, as the function's result (`graph_calls.finish`)."""
+        return finish(out, key_split(key), self._splitter, args, kwargs, write=write)
 
 
 class Counted(Transformed[_P, _R]):

@@ -13,7 +13,6 @@ from .._runtime.api import caller_namespace
 from .._runtime.routes import Key, key_split
 from .base import Transformed
 from .bodies import as_users, weak_method
-from .outputs import join_output
 
 __all__ = ["checkpoint", "eval_shape"]
 
@@ -56,12 +55,12 @@ class _Checkpointed(Transformed[_P, _R]):
             key, dynamic = self._splitter.split_call(args, kwargs)
         try:
             out = self._remat(key)(key, *dynamic)
-        except (TypeError, ValueError):  # a leaf JAX refuses: named, as by jit
-            error = self._splitter.diagnose(args, kwargs)
+        except (TypeError, ValueError) as raised:  # a leaf JAX refuses: named
+            error = self._splitter.diagnose(args, kwargs, raised)
             if error is None:
                 raise
             raise error from None
-        return join_output(out)  # type: ignore[no-any-return]
+        return self._output(out, key, args, kwargs)  # type: ignore[no-any-return]
 
 
 def checkpoint(
@@ -188,12 +187,13 @@ def eval_shape(fun: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> An
         key, dynamic = shaped._splitter.split_call(args, kwargs)
     try:
         out = jax.eval_shape(lambda *leaves: shaped._traced(key, *leaves), *dynamic)
-    except (TypeError, ValueError):  # a leaf JAX refuses: named, as by jit
-        error = shaped._splitter.diagnose(args, kwargs)
+    except (TypeError, ValueError) as raised:  # a leaf JAX refuses: named
+        error = shaped._splitter.diagnose(args, kwargs, raised)
         if error is None:
             raise
         raise error from None
-    return join_output(out)
+    # Abstract values: the caller's NNX objects stay as they were.
+    return shaped._output(out, key, args, kwargs, write=False)
 
 
 class _EvalShape(Transformed[..., Any]):

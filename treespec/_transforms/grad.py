@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from typing_extensions import ParamSpec
 
 from .._model.errors import (
     AT_THE_CALL,
-    Issue,
     SpecError,
-    ValidationError,
-    describe_value,
 )
 from .._runtime.api import caller_namespace
+from .._runtime.graph import Updated
 from .._runtime.plan import Kind, Split, ask_callable
 from .._runtime.prefix import Entry, broadcast_tree
 from .._runtime.routes import key_split
 from .base import Transformed
 from .bodies import as_users
-from .outputs import join_output, split_output
+from .outputs import check_aux_pair, split_output
 
 __all__ = ["grad", "value_and_grad"]
 
@@ -34,31 +33,12 @@ def _inexact(leaf: Any) -> bool:
     if isinstance(leaf, (float, complex)):
         return True
     dtype = getattr(leaf, "dtype", None)
-    return dtype is not None and np.issubdtype(dtype, np.inexact)
+    # JAX's own test: it knows its extended dtypes (a PRNG key's `key<fry>`).
+    return dtype is not None and bool(jnp.issubdtype(dtype, np.inexact))
 
 
 def _is_wrt_entry(x: Any) -> bool:
     return x is None or isinstance(x, bool) or (callable(x) and not isinstance(x, type))
-
-
-def _check_aux_pair(out: Any, name: str) -> None:
-    """With `has_aux`, the function must return a `(value, aux)` pair."""
-    if isinstance(out, (tuple, list)) and len(out) == 2:
-        return
-    got = describe_value(out)
-    if isinstance(out, (tuple, list)):
-        got = f"{type(out).__name__} of length {len(out)}"
-    raise ValidationError(
-        [
-            Issue(
-                "the return value",
-                "a (value, aux) pair, since has_aux=True",
-                got,
-                "return (value, aux) from the function, or drop has_aux=True",
-            )
-        ],
-        name,
-    )
 
 
 class _Targets:
@@ -171,6 +151,20 @@ class _Grad(Transformed[_P, Any]):
         self._by_split[split] = found
         return found
 
+    def _trees(
+        self, targets: _Targets, diff: list[tuple[int, int, int]], grads: Any
+    ) -> Any:
+        """The gradients shaped like the differentiated arguments, `None` at
+        the leaves not differentiated."""
+        trees = []
+        for j, n_leaves, treedef in targets.arguments:
+            flat: list[Any] = [None] * n_leaves
+            for (arg, k, _), g in zip(diff, grads):
+                if arg == j:
+                    flat[k] = g
+            trees.append(jax.tree_util.tree_unflatten(treedef, flat))
+        return trees[0] if isinstance(self._argnums, int) else tuple(trees)
+
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> Any:
         with AT_THE_CALL:
             # Bound first: argnums are positions of the bound call.
@@ -194,10 +188,18 @@ class _Grad(Transformed[_P, Any]):
             for (_, _, pos), value in zip(diff, values):
                 current[pos] = value
             out = self._call_fun(key, tuple(current))
+            changed = type(out) is Updated  # NNX objects the function changed
+            result = out.result if changed else out
+            aux = None
             if self._has_aux:
-                _check_aux_pair(out, self.spec.name)
-                return out[0], split_output(out[1])
-            return out
+                check_aux_pair(result, self.spec.name)
+                result, aux = result
+            if changed:
+                values = split_output(out.values)
+                return result, Updated(
+                    split_output(aux), out.indices, values, out.nodes
+                )
+            return result, split_output(aux)
 
         # One argument per differentiated leaf, named as the user's leaf.
         infos = split.plan.infos
@@ -206,25 +208,17 @@ class _Grad(Transformed[_P, Any]):
         transform = jax.value_and_grad if self._with_value else jax.grad
         argnums = tuple(range(len(diff))) or 0  # nothing to differentiate: 0
         values = [dynamic[p] for *_, p in diff] or [[]]
-        result = transform(body, argnums=argnums, has_aux=self._has_aux)(*values)
+        result = transform(body, argnums=argnums, has_aux=True)(*values)
         if self._with_value:
-            value, grads = result
+            (value, aux), grads = result
         else:
-            value, grads = None, result
+            grads, aux = result
+            value = None
+        # What the function changed in NNX objects: on the caller's ones.
+        aux = self._output(aux, key, bound, named)
         if self._has_aux:
-            if self._with_value:
-                value = (value[0], join_output(value[1]))
-            else:
-                grads, aux = grads
-                value = join_output(aux)
-        trees = []
-        for j, n_leaves, treedef in targets.arguments:
-            flat: list[Any] = [None] * n_leaves
-            for (arg, k, _), g in zip(diff, grads):
-                if arg == j:
-                    flat[k] = g
-            trees.append(jax.tree_util.tree_unflatten(treedef, flat))
-        tree = trees[0] if isinstance(self._argnums, int) else tuple(trees)
+            value = (value, aux) if self._with_value else aux
+        tree = self._trees(targets, diff, grads)
         if self._with_value:
             return value, tree
         if self._has_aux:
@@ -232,6 +226,21 @@ class _Grad(Transformed[_P, Any]):
         return tree
 
 
+def _decorate(
+    fun: Callable[_P, Any] | None,
+    with_value: bool,
+    localns: Any,
+    options: dict[str, Any],
+) -> Transformed[_P, Any] | Callable[[Callable[_P, Any]], Transformed[_P, Any]]:
+    """`fun` transformed, or, when omitted, the decorator that does it."""
+
+    def wrap(f: Callable[_P, Any]) -> Transformed[_P, Any]:
+        return _Grad(f, with_value=with_value, localns=localns, **options)
+
+    return wrap if fun is None else wrap(fun)
+
+
+@overload
 def grad(
     fun: Callable[_P, Any],
     *,
@@ -241,13 +250,40 @@ def grad(
     static_flags: Any = None,
     default: str = "infer",
     validate: bool = True,
-) -> Transformed[_P, Any]:
+) -> Transformed[_P, Any]: ...
+
+
+@overload
+def grad(
+    fun: None = None,
+    *,
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    wrt: Any = None,
+    static_flags: Any = None,
+    default: str = "infer",
+    validate: bool = True,
+) -> Callable[[Callable[_P, Any]], Transformed[_P, Any]]: ...
+
+
+def grad(
+    fun: Callable[_P, Any] | None = None,
+    *,
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    wrt: Any = None,
+    static_flags: Any = None,
+    default: str = "infer",
+    validate: bool = True,
+) -> Transformed[_P, Any] | Callable[[Callable[_P, Any]], Transformed[_P, Any]]:
     """`jax.grad` over the dynamic inexact leaves of the `argnums` arguments.
 
     **Arguments:**
 
     - `fun`: a function returning a scalar (and an auxiliary value if
-      `has_aux`).
+      `has_aux`). Omit it to get a decorator
+      (`@treespec.value_and_grad(has_aux=True)`, as Equinox's
+      `filter_value_and_grad` takes it).
     - `argnums`: which positional argument(s) to differentiate.
     - `has_aux`: `fun` returns `(value, aux)`; aux may hold non-arrays.
     - `wrt`: narrows the leaves further: a prefix tree of the argument (a tuple
@@ -278,9 +314,10 @@ def grad(
         ```
     """
     options = {k: v for k, v in locals().items() if k != "fun"}
-    return _Grad(fun, with_value=False, localns=caller_namespace(1), **options)
+    return _decorate(fun, False, caller_namespace(1), options)
 
 
+@overload
 def value_and_grad(
     fun: Callable[_P, Any],
     *,
@@ -290,7 +327,32 @@ def value_and_grad(
     static_flags: Any = None,
     default: str = "infer",
     validate: bool = True,
-) -> Transformed[_P, Any]:
+) -> Transformed[_P, Any]: ...
+
+
+@overload
+def value_and_grad(
+    fun: None = None,
+    *,
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    wrt: Any = None,
+    static_flags: Any = None,
+    default: str = "infer",
+    validate: bool = True,
+) -> Callable[[Callable[_P, Any]], Transformed[_P, Any]]: ...
+
+
+def value_and_grad(
+    fun: Callable[_P, Any] | None = None,
+    *,
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    wrt: Any = None,
+    static_flags: Any = None,
+    default: str = "infer",
+    validate: bool = True,
+) -> Transformed[_P, Any] | Callable[[Callable[_P, Any]], Transformed[_P, Any]]:
     """`jax.value_and_grad` over the dynamic inexact leaves; see `grad`.
 
     **Arguments:**
@@ -315,4 +377,4 @@ def value_and_grad(
         ```
     """
     options = {k: v for k, v in locals().items() if k != "fun"}
-    return _Grad(fun, with_value=True, localns=caller_namespace(1), **options)
+    return _decorate(fun, True, caller_namespace(1), options)

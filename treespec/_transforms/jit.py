@@ -12,6 +12,7 @@ from typing_extensions import ParamSpec
 from .._model.errors import SpecError, ValidationError
 from .._runtime.api import caller_namespace
 from .._runtime.cache import JitState, freeze, shared_state
+from .._runtime.graph import Updated
 from .._runtime.layout import is_sharding
 from .._runtime.partition import combine
 from .._runtime.plan import Split
@@ -41,6 +42,9 @@ _FORBIDDEN = {
     "static_argnames": "mark the leaves Static[...] or pass static_flags=",
     "donate_argnums": "annotate the leaves Donate[...]",
     "donate_argnames": "annotate the leaves Donate[...]",
+    # Equinox's `filter_jit(donate="all")`: every array of every argument.
+    "donate": "annotate the arguments to donate Donate[...] (around a model, "
+    "it donates the model's arrays, as eqx.filter_jit(donate='all') does)",
 }
 
 
@@ -49,8 +53,8 @@ def _refuse_per_argument(jax_kwargs: Mapping[str, Any]) -> None:
     for name, fix in _FORBIDDEN.items():
         if name in jax_kwargs:
             raise SpecError(
-                f"treespec.jit does not take {name}: {fix}. treespec decides "
-                "per leaf, not per argument."
+                f"treespec.jit does not take {name}=: {fix}. treespec decides "
+                "per leaf, in the hints."
             )
 
 
@@ -252,16 +256,16 @@ class Jitted(JitStages[_P, _R]):
             out = caller(key, *dynamic)
         except StaleKey:  # another thread cleared the cache: this call again
             return self(*args, **kwargs)
-        except (TypeError, ValueError, RuntimeError):
+        except (TypeError, ValueError, RuntimeError) as raised:
             # JAX's refusal of a leaf (RuntimeError: a deleted buffer).
-            error = splitter.diagnose(call, named)
+            error = splitter.diagnose(call, named, raised)
             if error is None:
                 raise
-            # Raised from None: the JAX error stays reachable as __context__
-            # without being printed ahead of the one that names the leaf.
-            raise error from None
+            raise error from None  # JAX's error stays the __context__
         if type(out) is WithStatic:  # inlined join_output: this is the hot path
             return combine(out.dynamic, out.static)  # type: ignore[no-any-return]
+        if type(out) is Updated:  # NNX objects it changed: written back
+            return self._output(out, key, call, named)  # type: ignore[no-any-return]
         return out  # type: ignore[no-any-return]
 
 

@@ -139,11 +139,11 @@ class JitStages(Transformed[_P, _R]):
         call, staged = self._staged(args, kwargs)
         try:
             traced: jax.stages.Traced = staged.trace(*call.args, **call.kwargs)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError) as raised:
             # A leaf JAX refuses is named, as by a call. Raised here, in each
             # stage, not by a helper: the stage's is the one frame of
             # treespec's the user's traceback shows.
-            error = self._splitter.diagnose(args, kwargs)
+            error = self._splitter.diagnose(args, kwargs, raised)
             if error is None:
                 raise
             raise error from None
@@ -156,8 +156,8 @@ class JitStages(Transformed[_P, _R]):
         call, staged = self._staged(args, kwargs)
         try:
             lowered = staged.lower(*call.args, **call.kwargs)
-        except (TypeError, ValueError):  # named, as in `trace`
-            error = self._splitter.diagnose(args, kwargs)
+        except (TypeError, ValueError) as raised:  # named, as in `trace`
+            error = self._splitter.diagnose(args, kwargs, raised)
             if error is None:
                 raise
             raise error from None
@@ -169,12 +169,12 @@ class JitStages(Transformed[_P, _R]):
         call, staged = self._staged(args, kwargs)
         try:
             out = staged.eval_shape(*call.args, **call.kwargs)
-        except (TypeError, ValueError):  # named, as in `trace`
-            error = self._splitter.diagnose(args, kwargs)
+        except (TypeError, ValueError) as raised:  # named, as in `trace`
+            error = self._splitter.diagnose(args, kwargs, raised)
             if error is None:
                 raise
             raise error from None
-        return call.output(out)
+        return call.result(out)
 
     def _staged(self, args: Any, kwargs: Any) -> tuple[StagedCall, Any]:
         """The call as its stages see it, and the `jax.jit` they are of."""

@@ -16,10 +16,11 @@ from typing import Any
 
 import jax
 
+from .._model.errors import Issue, ValidationError, describe_value
 from .._runtime.partition import combine
 from .._runtime.values import is_array
 
-__all__ = ["WithStatic", "join_output", "split_output"]
+__all__ = ["WithStatic", "check_aux_pair", "join_output", "split_output"]
 
 
 class WithStatic:
@@ -58,3 +59,23 @@ def join_output(out: Any) -> Any:
     if type(out) is WithStatic:
         return combine(out.dynamic, out.static)
     return out
+
+
+def check_aux_pair(out: Any, name: str) -> None:
+    """With `has_aux`, the function must return a `(value, aux)` pair."""
+    if isinstance(out, (tuple, list)) and len(out) == 2:
+        return
+    got = describe_value(out)
+    if isinstance(out, (tuple, list)):
+        got = f"{type(out).__name__} of length {len(out)}"
+    raise ValidationError(
+        [
+            Issue(
+                "the return value",
+                "a (value, aux) pair, since has_aux=True",
+                got,
+                "return (value, aux) from the function, or drop has_aux=True",
+            )
+        ],
+        name,
+    )

@@ -34,6 +34,7 @@ def _is_spec_entry(x: Any) -> bool:
 
 class _ShardMapped(Counted[_P, _R]):
     _name = "shard_map"
+    _writes_back = False
     _unchanged = (
         "no leaf changed: an eager shard_map call traces each time it runs, "
         "as jax.shard_map's does; wrap it in treespec.jit to trace it once"
@@ -93,8 +94,8 @@ class _ShardMapped(Counted[_P, _R]):
             key, dynamic = self._splitter.split_call(args, kwargs)
         try:
             mapped = self._mapped.get(key)
-        except TypeError:  # an unhashable static leaf: named, as under jit
-            self._refuse(args, kwargs)
+        except TypeError as raised:  # an unhashable static leaf: named
+            self._refuse(args, kwargs, raised)
             raise
         if mapped is None:
             specs = self._specs(key, args, kwargs)

@@ -36,11 +36,12 @@ from typing import TYPE_CHECKING, Any, Self
 import jax
 
 from .._model.errors import AT_THE_CALL, SpecError, ValidationError
+from .._runtime.graph import Updated, settle
 from .._runtime.partition import combine
 from .._runtime.plan import Kind, Split
 from .._runtime.routes import Key, key_split, key_static
 from .mismatches import mismatches
-from .outputs import WithStatic
+from .outputs import WithStatic, join_output, split_output
 
 if TYPE_CHECKING:
     from .._runtime.splitter import Splitter
@@ -86,11 +87,33 @@ class StagedCall:
         #: The non-array outputs, set when the staged function is traced (the
         #: program returns `None` in their places).
         self.static_output: Any = None
+        #: Set when the function changed NNX objects of the call: which of its
+        #: `Variable`s (the program returns `(result, their new values)`),
+        #: and whether the result holds the arguments' nodes.
+        self.updates: tuple[tuple[int, ...], bool] | None = None
 
     def output(self, out: Any) -> Any:
         """The output of the staged program (or its `out_info`) with the
-        non-array outputs put back."""
-        return out if self.static_output is None else combine(out, self.static_output)
+        non-array outputs put back: the result, as `graph.Updated` when
+        the function changed NNX objects of the call."""
+        if self.static_output is not None:
+            out = combine(out, self.static_output)
+        if self.updates is None:
+            return out
+        result, values = out
+        return Updated(result, self.updates[0], values, self.updates[1])
+
+    def result(self, out: Any, *, write: bool = False, bound: Any = None) -> Any:
+        """The function's result from `output`'s: with `write`, the changes
+        to the call's NNX objects written into the caller's, those of
+        `bound` (a `Compiled`'s call) or this call's; else left out
+        (`out_info`, `eval_shape`)."""
+        out = self.output(out)
+        if type(out) is not Updated:
+            return out
+        split = self.split
+        root = split.plan.route.root_of(*(bound or self.bound))
+        return settle(out, split.plan.graph, root, write=write)
 
     def program_arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The arguments the program takes: the dynamic halves, without the
@@ -194,6 +217,9 @@ def staged_jit(
         dynamic = jax.tree_util.tree_leaves((args, kwargs))
         full = jax.tree_util.tree_unflatten(treedef, split.merge(static, dynamic))
         out = run(*full)
+        if type(out) is Updated:  # NNX objects changed: their new values too
+            call.updates = (out.indices, out.nodes)
+            out = split_output((join_output(out.result), join_output(out.values)))
         if type(out) is WithStatic:  # the program returns the arrays only
             call.static_output = out.static
             return out.dynamic
@@ -243,7 +269,7 @@ class Stage:
     @property
     def out_info(self) -> Any:
         """The output: `jax.ShapeDtypeStruct` for arrays, the values of the rest."""
-        return self._call.output(self._jax.out_info)
+        return self._call.result(self._jax.out_info)
 
     def __getattr__(self, name: str) -> Any:
         if name in ("_jax", "_call", "_first"):  # not set yet (a copy, a pickle)
@@ -338,4 +364,5 @@ class Compiled(Stage):
         if issues:
             raise ValidationError(issues, f"{call.spec.name} (compiled)")
         args, kwargs = call.program_arguments()
-        return self._call.output(self._jax(*args, **kwargs))
+        out = self._jax(*args, **kwargs)
+        return self._call.result(out, write=True, bound=call.bound)

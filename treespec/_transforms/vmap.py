@@ -24,6 +24,7 @@ from .._runtime.prefix import Entry, broadcast_call
 from .._runtime.routes import Key, key_split
 from .base import Counted, Transformed
 from .bodies import as_users, weak_method
+from .mapped_graph import MappedGraph
 from .out_axes import OutAxes, has_callable
 from .outputs import join_output
 
@@ -151,6 +152,9 @@ class _VMapped(_AxisMapped[_P, _R]):
             split = key_split(key)
             axes = self._axes(split, dynamic, args, kwargs)
         names = split.plan.route.arg_names(split)
+        if split.plan.graph is not None:  # NNX objects: changes written back
+            graph = self._mapped_graph(key, split, dynamic, axes, names, args, kwargs)
+            return graph  # type: ignore[no-any-return]
         out_axes = self._out_axes
         if out_axes is None:
 
@@ -168,6 +172,41 @@ class _VMapped(_AxisMapped[_P, _R]):
         named = as_users(grouped, self._fun, names, keyed=False)
         groups = jax.vmap(named, in_axes=axes, **self._jax_kwargs)(*dynamic)
         return out_axes.join(groups, record)  # type: ignore[no-any-return]
+
+    def _mapped_graph(
+        self,
+        key: Key,
+        split: Split,
+        dynamic: Sequence[Any],
+        axes: tuple[Any, ...],
+        names: Sequence[str],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """The call of one holding NNX objects (see `mapped_graph.py`)."""
+        graph = MappedGraph(split.plan.graph, split, axes)
+        out_axes = self._out_axes
+        record: dict[str, Any] = {}
+
+        def result(out: Any) -> Any:
+            return out if out_axes is None else out_axes.split(out, record)
+
+        def traced(*leaves: Any) -> Any:
+            return self._traced(key, *leaves)
+
+        body = as_users(graph.body(traced, result), self._fun, names, keyed=False)
+        given = (0, None) if out_axes is not None else self._jax_kwargs["out_axes"]
+        options = {**self._jax_kwargs, "out_axes": graph.out_axes(given)}
+        try:
+            out, groups = jax.vmap(body, in_axes=axes, **options)(*dynamic)
+        except ValueError as error:
+            refused = graph.refused(error, self.spec.name)
+            if refused is None:
+                raise
+            raise refused from None
+        if out_axes is not None:
+            out = out_axes.join(out, record)
+        return self._output(graph.updated(out, groups), key, args, kwargs)
 
 
 def vmap(
@@ -231,6 +270,7 @@ def vmap(
 
 class _PMapped(_AxisMapped[_P, _R], Counted[_P, _R]):
     _name = "pmap"
+    _writes_back = False
 
     def __init__(self, fun: Callable[_P, _R], **kw: Any) -> None:
         super().__init__(fun, **kw)
@@ -274,10 +314,10 @@ class _PMapped(_AxisMapped[_P, _R], Counted[_P, _R]):
             axes = self._axes(split, dynamic, args, kwargs)
         try:
             out = self._compiled_for(split, axes)(key, *dynamic)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError) as raised:
             # `jax.pmap` hashes the key before anything traces: a leaf it
             # refuses (an array at a static leaf) is named, as under jit.
-            self._refuse(args, kwargs)
+            self._refuse(args, kwargs, raised)
             raise
         if self._out_axes is not None:
             return self._out_axes.join(out, self._records[key])  # type: ignore[no-any-return]

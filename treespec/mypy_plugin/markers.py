@@ -149,9 +149,14 @@ def _check_marked(
             )
     code = UNHASHABLE_STATIC if marker is Marker.STATIC else NON_ARRAY_DYNAMIC
     # One error per problem, naming the places below the annotation that
-    # have it (`.activation` of an `eqx.nn.MLP`), as the runtime names them.
+    # have it (`['name']` of a dict), as the runtime names them. Around a
+    # class, `Dynamic`/`Donate` cover the fields that can be traced only (an
+    # `eqx.nn.MLP`'s activation stays static), as at run time.
     problems: dict[str, list[str]] = {}
-    for path, place in covered_places(node.with_marker(marker, node.text)):
+    places = covered_places(
+        node.with_marker(marker, node.text), into_classes=marker is Marker.STATIC
+    )
+    for path, place in places:
         problem = type_problem(place, marker)
         if problem is not None:
             paths = problems.setdefault(problem, [])

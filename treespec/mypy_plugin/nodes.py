@@ -253,6 +253,14 @@ class Builder:
             members = tuple(self.node(i, depth) for i in proper.items)
             return UnionNode(members=members, text=" | ".join(m.text for m in members))
         if isinstance(proper, TupleType):
+            named = proper.partial_fallback.type
+            if named.is_named_tuple:  # a class with fields, as at run time
+                node = ClassNode(cls=named.fullname, text=named.name)
+                fields = named.metadata.get("namedtuple", {}).get("fields", [])
+                for name, item in zip(fields, proper.items):
+                    node.body.fields[name] = self.node(item, depth)
+                if len(fields) == len(proper.items):
+                    return node
             items = tuple(self.node(i, depth) for i in proper.items)
             return SequenceNode(container="builtins.tuple", items=items, text="tuple")
         if isinstance(proper, TypedDictType):
