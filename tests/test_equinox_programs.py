@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Float, Float32, Int
 
 import treespec
 from treespec import Donate, ValidationError
@@ -144,6 +144,10 @@ def test_an_error_in_the_body_with_numpy_batches_stays_the_users() -> None:
         assert "dot_general" in str(info.value)
     with pytest.raises(ValidationError, match=r"argument x, at x: expected Float"):
         wrong(np.ones((3, 2), np.float32))  # a wrong argument is still refused
+    gone = jnp.ones(3)
+    gone.delete()  # what treespec would name, were the error not the body's
+    with pytest.raises(TypeError, match="dot_general"):
+        wrong(gone)
 
 
 def test_grad_takes_numpy_where_jit_and_jax_grad_take_it() -> None:
@@ -152,6 +156,12 @@ def test_grad_takes_numpy_where_jit_and_jax_grad_take_it() -> None:
 
     x = np.arange(3, dtype=np.float32)
     np.testing.assert_allclose(treespec.grad(loss)(jnp.ones(3), x), x)
+
+    # NumPy's float64, which JAX takes as float32 (no x64), at `Float32`.
+    def loss32(w: Float32[Array, " n"], x: Float32[Array, " n"]) -> Array:
+        return jnp.sum(w * x)
+
+    np.testing.assert_allclose(treespec.grad(loss32)(jnp.ones(3), np.arange(3.0)), x)
     np.testing.assert_allclose(treespec.grad(loss)(np.ones(3, np.float32), x), x)
     value, _ = treespec.value_and_grad(loss)(jnp.ones(3), x)
     assert float(value) == 3.0

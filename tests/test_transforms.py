@@ -925,3 +925,70 @@ def test_a_wrong_structure_is_shown_under_no_more_frames_than_a_wrong_shape(
         with pytest.raises(ValidationError, match=r"argument cfg") as structure:
             transformed(x, cfg)
         assert _treespecs_frames(structure.value) <= _treespecs_frames(shape.value)
+
+
+@pytest.mark.parametrize("name", sorted({**_EVERY_TRANSFORM, **_STAGES}))
+def test_a_refusal_inside_the_users_except_block_reads_as_under_jit(
+    name: str,
+) -> None:
+    # Called while the user handles an exception of their own: the refusal
+    # is printed alone (the user's exception not shown as its context), under
+    # the transform's one frame, for a wrong structure as for a wrong shape.
+    transformed = {**_EVERY_TRANSFORM, **_STAGES}[name](_keyed)
+    for args in [
+        (jnp.ones((1, 4)), {"depth": 2, "scale": 1.0}),
+        (jnp.ones((1, 3)), {"depth": 2}),
+    ]:
+        try:
+            try:
+                raise KeyError("the user's own")
+            except KeyError:
+                transformed(*args)
+        except ValidationError as error:
+            printed = "".join(traceback.format_exception(error))
+            assert "the user's own" not in printed, (name, printed)
+            assert error.__suppress_context__, name
+            assert _treespecs_frames(error) <= 1, (name, printed)
+        else:
+            raise AssertionError(f"{name}: {args} was not refused")
+
+
+class _Full(TypedDict):
+    w: Float[Array, " n"]
+    scale: float
+
+
+def test_a_structure_mismatch_is_named_alone() -> None:
+    # A missing key, a None where the annotation says None only: one
+    # problem each, not a second about the same leaf.
+    def f(cfg: _Full, x: Float[Array, " n"], flag: None) -> jax.Array:
+        return cfg["w"] * x
+
+    with pytest.raises(ValidationError) as info:
+        treespec.jit(f)({"w": jnp.ones(3)}, jnp.ones(3), "on")
+    locs = [issue.loc for issue in info.value.issues]
+    assert locs == ["argument cfg, at cfg['scale']", "argument flag, at flag"], locs
+    assert "expected None, got str 'on'" in str(info.value)
+
+
+def test_the_stages_of_a_function_closing_over_an_outer_trace_run() -> None:
+    # Inside an outer jax.jit, a treespec function closing over its tracer:
+    # its program has arguments of its own, which JAX's call binds.
+    def outer(y: jax.Array) -> jax.Array:
+        @treespec.jit
+        def scaled(x: jax.Array) -> jax.Array:
+            return x * y
+
+        shape = scaled.eval_shape(jnp.ones(2))
+        return scaled(jnp.ones(2)) * shape.shape[0]
+
+    np.testing.assert_allclose(jax.jit(outer)(jnp.float32(3.0)), [6.0, 6.0])
+
+    def traced(y: jax.Array) -> jax.Array:
+        @treespec.jit
+        def scaled(x: jax.Array) -> jax.Array:
+            return x * y
+
+        return scaled.trace(jnp.ones(2)).jaxpr.out_avals[0].shape[0] + y
+
+    assert float(jax.jit(traced)(jnp.float32(1.0))) == 3.0

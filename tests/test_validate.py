@@ -620,3 +620,75 @@ def test_the_return_value_is_blamed_against_the_arguments_size() -> None:
     for i, msg in enumerate(msgs):
         assert msg.startswith(f"the return value, at return[{i}]"), msg
         assert "with n=3 bound by x, got float32[4]" in msg, msg
+
+
+# -- what a mutation audit found untested ------------------------------------
+
+
+def test_a_parameter_annotated_none_refuses_any_other_value() -> None:
+    def f(x: jax.Array, flag: None) -> jax.Array:
+        return x
+
+    np.testing.assert_array_equal(treespec.jit(f)(jnp.ones(2), None), jnp.ones(2))
+    for value in (3, "on", jnp.ones(1)):
+        with pytest.raises(ValidationError) as info:
+            treespec.jit(f)(jnp.ones(2), value)
+        assert [i.loc for i in info.value.issues] == ["argument flag, at flag"]
+        assert "expected None" in str(info.value)
+
+
+def test_instances_of_an_annotated_container_class_are_accepted() -> None:
+    import collections
+
+    def f(x: collections.OrderedDict[str, jax.Array]) -> jax.Array:
+        return x["a"]
+
+    given = collections.OrderedDict(a=jnp.ones(2))
+    np.testing.assert_array_equal(treespec.jit(f)(given), jnp.ones(2))
+    with pytest.raises(
+        ValidationError, match=r"expected OrderedDict\[str, Array\], got dict"
+    ):
+        treespec.jit(f)({"a": jnp.ones(2)})
+
+
+def test_an_arguments_size_wins_over_most_of_the_return_value() -> None:
+    def f(
+        x: Float[Array, " n"],
+    ) -> tuple[Float[Array, " n"], Float[Array, " n"], Float[Array, " n"]]:
+        y = jnp.ones(4)
+        return y, y, y  # three leaves agree with each other, not with x
+
+    with pytest.raises(ValidationError) as info:
+        treespec.jit(f)(jnp.ones(3))
+    locs = [issue.loc for issue in info.value.issues]
+    assert locs == [f"the return value, at return[{i}]" for i in range(3)], locs
+    assert "n=3 bound by x" in str(info.value)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Layer:
+    w: Float[Array, "o i"]
+    b: Float[Array, " o"]
+
+
+jax.tree_util.register_dataclass(_Layer, data_fields=["w", "b"], meta_fields=[])
+
+
+def test_a_returned_instance_binds_its_own_names() -> None:
+    # Two layers returned: each binds `o` and `i` in a scope of its own, as
+    # jaxtyping checks each instance; inside one instance the names bind.
+    def make(x: Float[Array, " n"]) -> tuple[_Layer, _Layer]:
+        return _Layer(jnp.ones((3, 2)), jnp.ones(3)), _Layer(
+            jnp.ones((5, 3)), jnp.ones(5)
+        )
+
+    first, second = treespec.jit(make)(jnp.ones(7))
+    assert first.w.shape == (3, 2) and second.w.shape == (5, 3)
+
+    def wrong(x: Float[Array, " n"]) -> tuple[_Layer, _Layer]:
+        return _Layer(jnp.ones((3, 2)), jnp.ones(3)), _Layer(
+            jnp.ones((5, 3)), jnp.ones(4)
+        )
+
+    with pytest.raises(ValidationError, match=r"the return value, at return\[1\]\.b: .*o=5 bound by return\[1\]\.w"):
+        treespec.jit(wrong)(jnp.ones(7))
