@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -10,6 +11,8 @@ from typing import Any
 
 __all__ = [
     "AT_THE_CALL",
+    "from_body",
+    "mark_from_body",
     "Issue",
     "SpecError",
     "ValidationError",
@@ -161,13 +164,30 @@ class ValidationError(TypeError):
         return type(self), (self.issues, self.context), self.__dict__
 
 
+#: Set on what the user's function raised while it traced.
+_BODY = "__treespec_from_body__"
+
+
+def mark_from_body(error: BaseException) -> None:
+    """Note that the user's function raised `error` while it traced: the
+    user's own error, never a refusal of an argument to be explained."""
+    with contextlib.suppress(AttributeError):  # a class with slots: unmarked
+        setattr(error, _BODY, True)
+
+
+def from_body(error: BaseException) -> bool:
+    """Whether the user's function raised `error` (see `mark_from_body`)."""
+    return getattr(error, _BODY, False) is True
+
+
 class AtTheCall:
     """`with AT_THE_CALL:` around what a call does before JAX runs (bind,
     split): a `ValidationError` raised there reaches the user as raised by
     their call, not under the frames of treespec's machinery that found it,
     as one found while JAX traces does (JAX hides treespec's frames there).
     A cause it was given stays; the exception it was raised while handling
-    is not shown (as `raise ... from None`)."""
+    is not shown (as `raise ... from None`). One the user's own function
+    raised (`from_body`: a nested treespec call's) keeps its traceback."""
 
     def __enter__(self) -> None:
         return None
@@ -178,7 +198,7 @@ class AtTheCall:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if isinstance(error, ValidationError):
+        if isinstance(error, ValidationError) and not from_body(error):
             # The error goes on from the frame of the `with`, as re-raised
             # there: without the frames below, nor that one.
             error.__traceback__ = None

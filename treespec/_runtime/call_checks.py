@@ -89,7 +89,9 @@ def _every_issue(
     spec: Spec, issues: list[Issue], every: Sequence[Pair], *, check: bool = True
 ) -> list[Issue]:
     # What JAX would refuse first: those issues say why, with a fix, and
-    # replace the type check's at the same leaf.
+    # replace the type check's at the same leaf. A leaf whose structure is
+    # wrong (`issues`) is named once, for that alone.
+    named = {issue.loc for issue in issues}
     refused: dict[str, Issue] = {}
     for info, kind, value in every:
         if kind is Kind.STATIC:
@@ -102,7 +104,7 @@ def _every_issue(
             refused.setdefault(issue.loc, issue)
     if check:
         issues.extend(i for i in check_call(every) if i.loc not in refused)
-    issues.extend(refused.values())
+    issues.extend(i for loc, i in refused.items() if loc not in named)
     order = _param_order(spec)
     issues.sort(key=lambda issue: order(argument_of(issue.loc) or ""))
     return issues

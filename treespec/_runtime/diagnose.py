@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import jax
@@ -16,26 +15,9 @@ __all__ = [
     "aval",
     "comparison_issue",
     "deleted_issue",
-    "from_body",
-    "mark_from_body",
     "static_issue",
     "traced_issue",
 ]
-
-#: Set on what the user's function raised while it traced.
-_BODY = "__treespec_from_body__"
-
-
-def mark_from_body(error: BaseException) -> None:
-    """Note that the user's function raised `error` while it traced: the
-    user's own error, never a refusal of an argument to be explained."""
-    with contextlib.suppress(AttributeError):  # a class with slots: unmarked
-        setattr(error, _BODY, True)
-
-
-def from_body(error: BaseException) -> bool:
-    """Whether the user's function raised `error` (see `mark_from_body`)."""
-    return getattr(error, _BODY, False) is True
 
 
 def aval(value: Any) -> str:

@@ -12,12 +12,11 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
-from .._model.errors import ValidationError
+from .._model.errors import ValidationError, from_body
 from .._model.spec import AnyNode, Spec
 from .bind import Binder
 from .call_checks import check_view, return_pairs
 from .call_route import CallRoute
-from .diagnose import from_body
 from .flags import Flags
 from .layout import whole_kind
 from .plan import CallView

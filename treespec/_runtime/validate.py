@@ -70,7 +70,11 @@ def _for_value(annotation: Any, value: Any) -> tuple[Any, Any]:
         if array_type not in (None, jax.Array, Any):
             return annotation.dtype[jax.Array, annotation.dim_str], value
     elif isinstance(value, (np.ndarray, np.generic)) and array_type is jax.Array:
-        return annotation.dtype[np.ndarray, annotation.dim_str], np.asarray(value)
+        value = np.asarray(value)
+        dtype = jax.dtypes.canonicalize_dtype(value.dtype)
+        if dtype != value.dtype:  # float64 without x64: JAX takes it as float32
+            value = np.broadcast_to(np.zeros((), dtype), value.shape)
+        return annotation.dtype[np.ndarray, annotation.dim_str], value
     return annotation, value
 
 

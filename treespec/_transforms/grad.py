@@ -151,6 +151,24 @@ class _Grad(Transformed[_P, Any]):
         self._by_split[split] = found
         return found
 
+    @staticmethod
+    def _differentiated(
+        split: Split, targets: _Targets, dynamic: Sequence[Any]
+    ) -> list[tuple[int, int, int]]:
+        """`(argument, leaf within it, dynamic position)` of each leaf this
+        call differentiates: inexact, and what `wrt` selects."""
+        diff = []
+        for j, k, pos, want in targets.candidates:
+            if not _inexact(dynamic[pos]):
+                continue
+            # A callable in `wrt` only ever sees differentiable leaves.
+            if callable(want):
+                info = split.plan.infos[split.dynamic_idx[pos]]
+                want = ask_callable(want, dynamic[pos], "wrt (callable)", info.path)
+            if want is None or want:
+                diff.append((j, k, pos))
+        return diff
+
     def _trees(
         self, targets: _Targets, diff: list[tuple[int, int, int]], grads: Any
     ) -> Any:
@@ -172,16 +190,7 @@ class _Grad(Transformed[_P, Any]):
             key, dynamic = self._splitter.split_bound(bound, named)
         split = key_split(key)
         targets = self._targets(split, bound)
-        diff: list[tuple[int, int, int]] = []  # (argument, leaf within it, dyn pos)
-        for j, k, pos, want in targets.candidates:
-            if not _inexact(dynamic[pos]):
-                continue
-            # A callable in `wrt` only ever sees differentiable leaves.
-            if callable(want):
-                info = split.plan.infos[split.dynamic_idx[pos]]
-                want = ask_callable(want, dynamic[pos], "wrt (callable)", info.path)
-            if want is None or want:
-                diff.append((j, k, pos))
+        diff = self._differentiated(split, targets, dynamic)
 
         def inner(*values: Any) -> Any:
             current = list(dynamic)
@@ -208,7 +217,8 @@ class _Grad(Transformed[_P, Any]):
         transform = jax.value_and_grad if self._with_value else jax.grad
         argnums = tuple(range(len(diff))) or 0  # nothing to differentiate: 0
         values = [dynamic[p] for *_, p in diff] or [[]]
-        result = transform(body, argnums=argnums, has_aux=True)(*values)
+        with AT_THE_CALL:  # a refusal while tracing: from this call's frame
+            result = transform(body, argnums=argnums, has_aux=True)(*values)
         if self._with_value:
             (value, aux), grads = result
         else:

@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._model.errors import Issue, SpecError, ValidationError
-from .._runtime.diagnose import mark_from_body
+from .._model.errors import Issue, SpecError, ValidationError, mark_from_body
 from .._runtime.graph import Updated, settle
 from .._runtime.graph_session import Session
 from .._runtime.plan import Kind, Split

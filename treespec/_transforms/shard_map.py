@@ -114,7 +114,8 @@ class _ShardMapped(Counted[_P, _R]):
             )
             with self._lock:
                 self._mapped[key] = mapped
-        return join_output(mapped(*dynamic))  # type: ignore[no-any-return]
+        with AT_THE_CALL:  # a refusal while tracing: from this call's frame
+            return join_output(mapped(*dynamic))  # type: ignore[no-any-return]
 
 
 def shard_map(

@@ -163,14 +163,16 @@ class _VMapped(_AxisMapped[_P, _R]):
 
             named = as_users(body, self._fun, names, keyed=False)
             mapped = jax.vmap(named, in_axes=axes, **self._jax_kwargs)
-            return join_output(mapped(*dynamic))  # type: ignore[no-any-return]
+            with AT_THE_CALL:  # a refusal while tracing: from this frame
+                return join_output(mapped(*dynamic))  # type: ignore[no-any-return]
         record: dict[str, Any] = {}
 
         def grouped(*leaves: Any) -> Any:
             return out_axes.split(self._traced(key, *leaves), record)
 
         named = as_users(grouped, self._fun, names, keyed=False)
-        groups = jax.vmap(named, in_axes=axes, **self._jax_kwargs)(*dynamic)
+        with AT_THE_CALL:
+            groups = jax.vmap(named, in_axes=axes, **self._jax_kwargs)(*dynamic)
         return out_axes.join(groups, record)  # type: ignore[no-any-return]
 
     def _mapped_graph(
@@ -198,7 +200,8 @@ class _VMapped(_AxisMapped[_P, _R]):
         given = (0, None) if out_axes is not None else self._jax_kwargs["out_axes"]
         options = {**self._jax_kwargs, "out_axes": graph.out_axes(given)}
         try:
-            out, groups = jax.vmap(body, in_axes=axes, **options)(*dynamic)
+            with AT_THE_CALL:
+                out, groups = jax.vmap(body, in_axes=axes, **options)(*dynamic)
         except ValueError as error:
             refused = graph.refused(error, self.spec.name)
             if refused is None:
@@ -313,7 +316,8 @@ class _PMapped(_AxisMapped[_P, _R], Counted[_P, _R]):
             split = key_split(key)
             axes = self._axes(split, dynamic, args, kwargs)
         try:
-            out = self._compiled_for(split, axes)(key, *dynamic)
+            with AT_THE_CALL:  # a refusal while tracing: from this frame
+                out = self._compiled_for(split, axes)(key, *dynamic)
         except (TypeError, ValueError) as raised:
             # `jax.pmap` hashes the key before anything traces: a leaf it
             # refuses (an array at a static leaf) is named, as under jit.
