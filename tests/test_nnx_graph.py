@@ -495,3 +495,66 @@ def test_any_sharing_pattern_computes_what_eager_code_computes(
     np.testing.assert_allclose(ours, eager, rtol=1e-6)
     for a, b in zip(our_pool, eager_pool):
         np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+# -- plain array attributes: NNX data outside a Variable --------------------
+
+
+class Plain(nnx.Module):
+    def __init__(self) -> None:
+        self.count = jnp.array(0)
+        self.w = jax.random.normal(jax.random.key(0), (2, 2))
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        self.count += 1
+        return x @ self.w
+
+
+def test_a_plain_array_attribute_changed_inside_is_written_back() -> None:
+    def is_w(path: Any, value: Any) -> bool:
+        return bool(path[-1] == "w")
+
+    results = []
+    for jit in (nnx.jit, treespec.jit):
+        model = Plain()
+        optimizer = nnx.Optimizer(model, optax.sgd(0.1), wrt=is_w)
+
+        @jit
+        def step(model: Plain, optimizer: nnx.Optimizer, x: jax.Array) -> jax.Array:
+            def loss(model: Plain) -> jax.Array:
+                return jnp.sum(model(x) ** 2)
+
+            value, grads = nnx.value_and_grad(loss, argnums=nnx.DiffState(0, is_w))(
+                model
+            )
+            optimizer.update(model, grads)
+            return value
+
+        losses = [float(step(model, optimizer, jnp.ones((3, 2)))) for _ in range(3)]
+        results.append((losses, int(model.count), np.asarray(model.w)))
+    (theirs, n_theirs, w_theirs), (ours, n_ours, w_ours) = results
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+    assert n_ours == n_theirs == 3
+    np.testing.assert_allclose(w_ours, w_theirs, rtol=1e-6)
+
+
+class Holds(nnx.Module):
+    def __init__(self) -> None:
+        child = Plain()
+        self.left = child
+        self.right = child
+
+
+def test_an_object_with_plain_attributes_held_twice_reads_and_refuses_a_change() -> (
+    None
+):
+    holds = Holds()
+    read = treespec.jit(lambda m, x: m.left.w @ x + m.right.w @ x)
+    np.testing.assert_allclose(
+        read(holds, jnp.ones(2)), 2 * (holds.left.w @ jnp.ones(2))
+    )
+    with pytest.raises(ValidationError) as info:
+        treespec.jit(lambda m, x: m.left(x))(holds, jnp.ones((1, 2)))
+    text = str(info.value)
+    assert "m.left.count" in text and "held at two places" in text, text
+    assert int(holds.left.count) == 0  # nothing written

@@ -33,7 +33,6 @@ from typing import Any
 
 import jax
 
-from .._model.errors import Issue, ValidationError
 from .nnx_objects import (
     ArgNode,
     Namer,
@@ -116,6 +115,7 @@ class Graph:
         "firsts",
         "namer",
         "names",
+        "owner_count",
         "owners",
         "plain",
         "positions",
@@ -133,6 +133,7 @@ class Graph:
         names: tuple[str, ...],
         getters: tuple[Callable[[Any], tuple[Any, ...]], ...],
         plain: bool,
+        owner_count: int = 0,
     ) -> None:
         self.positions = positions
         #: `(owner, key)` of each attribute place, after the `Variable`s.
@@ -147,6 +148,8 @@ class Graph:
         self.count = len(positions)
         #: `root -> the Variables`, and `root -> the attributes' owners`.
         self.variables, self.owners = getters
+        #: How many NNX objects own attribute places.
+        self.owner_count = owner_count
         #: `leaves -> the first leaf of each Variable`; None when one has no
         #: leaf (an empty value), or when there is one Variable only.
         self.firsts: Callable[[Sequence[Any]], Sequence[Any]] | None = None
@@ -159,56 +162,35 @@ class Graph:
         self.plain = plain
 
     def split_for(self, split: Any, leaves: Sequence[Any], root: Any) -> Any:
-        """`split`, or its variant for this call's shared `Variable`s.
+        """`split`, or its variant for this call's objects held twice: its
+        `links` give, for each `Variable` and then each attribute's owner,
+        the first place that holds the same object.
 
         One `Variable` held twice gives the same value object at both
         places: when every `Variable`'s first leaf is a distinct object, none
         is held twice, and the objects themselves need not be read."""
-        if self.slots:
-            self._check_owners(root)
+        owners = _links(self.owners(root)) if self.slots else None
         if self.count == 0 or (
             self.firsts is not None
             and len(set(map(id, self.firsts(leaves)))) == self.count
         ):
+            variables = None
+        else:
+            variables = _links(self.variables(root))
+        if variables is None and owners is None:
             return split
-        ids = list(map(id, self.variables(root)))
-        if len(set(ids)) == self.count:
-            return split
-        first: dict[int, int] = {}
-        links = tuple(first.setdefault(i, j) for j, i in enumerate(ids))
-        return split.plan.variant(split, links)
-
-    def _check_owners(self, root: Any) -> None:
-        """An NNX object with plain data attributes held twice would be two
-        objects inside the trace: refused, named, never silently split."""
-        owners = self.owners(root)
-        if len(set(map(id, owners))) == len(owners):
-            return
-        seen: dict[int, int] = {}
-        for j, owner in enumerate(owners):
-            first = seen.setdefault(id(owner), j)
-            if first != j:
-                twice = (
-                    self.names[self.count + i]
-                    for i, (o, _) in enumerate(self.slots)
-                    if o == j
-                )
-                issue = Issue(
-                    next(twice, "an NNX object of the call"),
-                    "an object held once, since its class keeps data in plain "
-                    "attributes (not in nnx.Variable)",
-                    "an NNX object held at two places of the call",
-                    "keep the data in nnx.Variable (nnx.Param, ...), which a "
-                    "call may hold twice, or pass the object once",
-                )
-                raise ValidationError([issue])
+        links = (
+            *(variables or range(self.count)),
+            *(owners or range(self.owner_count)),
+        )
+        return split.plan.variant(split, tuple(links))
 
     def link(self, root: Any, links: tuple[int, ...]) -> Any:
         """`root` rebuilt (while tracing) with the `Variable`s the call held
         twice shared again, as the caller's objects are."""
         leaves, treedef = flatten_vars(root)
         found = [leaves[p] for p in self.positions]
-        for j, p in enumerate(self.positions):
+        for j, p in enumerate(self.positions):  # `links` of the Variables first
             leaves[p] = found[links[j]]
         return jax.tree_util.tree_unflatten(treedef, leaves)
 
@@ -244,6 +226,16 @@ class Graph:
             else:
                 owner, key = self.slots[index - self.count]
                 write_at(owners[owner], key, value)
+
+
+def _links(objects: Sequence[Any]) -> tuple[int, ...] | None:
+    """For each object, the first place holding the same one; None when
+    every object is held once."""
+    ids = list(map(id, objects))
+    if len(set(ids)) == len(ids):
+        return None
+    first: dict[int, int] = {}
+    return tuple(first.setdefault(i, j) for j, i in enumerate(ids))
 
 
 def _slots(root: Any) -> tuple[list[Path], list[tuple[int, Any]], list[Path]]:
@@ -324,6 +316,7 @@ def graph_of(root: Any, treedef: Any, namer: Namer) -> Graph | None:
         tuple(namer(path) for path in (*paths, *slot_paths)),
         (variables, owners),
         plain,
+        len(owner_paths),
     )
 
 

@@ -46,7 +46,13 @@ class Session:
         self.before = [leaves[p] for p in graph.positions]
         self.values = [v.get_raw_value() for v in self.before]
         self.metadata = [dict(v.get_metadata()) for v in self.before]
-        self.links = links or tuple(range(graph.count))
+        count = graph.count
+        self.links = links[:count] if links else tuple(range(count))
+        #: For each attribute's owner, the first place holding it (shared).
+        owners = links[count:] if links else ()
+        self.shared = {o for o, first in enumerate(owners) if first != o} | {
+            first for o, first in enumerate(owners) if first != o
+        }
         #: Which places hold a donated buffer: always handed back.
         self.donated = donated
         #: What each attribute place holds, and its leaves' identities.
@@ -85,7 +91,10 @@ class Session:
         owners = graph.owners(self.root) if graph.slots else ()
         for s, (now, before) in enumerate(zip(self._held(owners), self.held)):
             j = graph.count + s
-            if now[1] != before[1] or now[0] is not before[0] or j in self.donated:
+            changed = now[1] != before[1] or now[0] is not before[0]
+            if changed and graph.slots[s][0] in self.shared:
+                raise self._shared_attribute(function, j)
+            if changed or j in self.donated:
                 indices.append(j)
                 values.append(now[0])
         nodes = False
@@ -177,6 +186,18 @@ class Session:
             "changes",
         )
         raise ValidationError([issue], function)
+
+    def _shared_attribute(self, function: str, j: int) -> ValidationError:
+        issue = Issue(
+            f"{self.graph.names[j]} (in an NNX object of the call)",
+            "no change: its object is held at two places of the call and keeps "
+            "this data in a plain attribute, which the two places do not share "
+            "inside the function",
+            "set inside the function",
+            "keep the data in an nnx.Variable (nnx.Param, ...), which every "
+            "place that holds the object shares, or pass the object once",
+        )
+        return ValidationError([issue], function)
 
     def _replaced(self, function: str, j: int, new: Any) -> ValidationError:
         old = self.before[j]
