@@ -39,7 +39,6 @@ from .nnx_objects import (
     Path,
     flatten_vars,
     graph_nodes,
-    is_node,
     is_variable,
     nnx_classes,
     path_getter,
@@ -49,7 +48,7 @@ from .nnx_objects import (
 )
 from .tree import child_items
 
-__all__ = ["Graph", "Updated", "graph_of", "settle"]
+__all__ = ["INTERNAL", "Graph", "Updated", "graph_of", "settle"]
 
 #: NNX's own bookkeeping attributes of an object, never the user's data.
 INTERNAL = ("_pytree__", "_object__")
@@ -170,7 +169,7 @@ class Graph:
         places: when every `Variable`'s first leaf is a distinct object, none
         is held twice, and the objects themselves need not be read."""
         owners = _links(self.owners(root)) if self.slots else None
-        if self.count == 0 or (
+        if self.count <= 1 or (
             self.firsts is not None
             and len(set(map(id, self.firsts(leaves)))) == self.count
         ):
@@ -247,11 +246,11 @@ def _slots(root: Any) -> tuple[list[Path], list[tuple[int, Any]], list[Path]]:
     for path, node in graph_nodes(root):
         if is_variable(node):
             continue
-        held = [
+        held = [  # data no NNX object holds: its own places are theirs
             (key, child)
             for key, child in child_items(node) or []
             if not str(getattr(key, "name", "")).startswith(INTERNAL)
-            and not is_node(child)
+            and not graph_nodes(child)
             and jax.tree_util.tree_leaves(child)
         ]
         if held:

@@ -44,7 +44,8 @@ class Session:
         self.root = root
         leaves, self.structure = flatten_vars(root)
         self.before = [leaves[p] for p in graph.positions]
-        self.values = [v.get_raw_value() for v in self.before]
+        self.values = [_identity(v.get_raw_value()) for v in self.before]
+        self.raw = [v.get_raw_value() for v in self.before]  # kept alive
         self.metadata = [dict(v.get_metadata()) for v in self.before]
         count = graph.count
         self.links = links[:count] if links else tuple(range(count))
@@ -55,8 +56,10 @@ class Session:
         }
         #: Which places hold a donated buffer: always handed back.
         self.donated = donated
-        #: What each attribute place holds, and its leaves' identities.
-        self.held = self._held(graph.owners(root) if graph.slots else ())
+        #: What each attribute place holds (see `_identity`), and the values
+        #: themselves, kept alive so that no identity is taken by another.
+        self.kept = self._held(graph.owners(root) if graph.slots else ())
+        self.held = [_identity(v) for v in self.kept]
         #: Each graph node with its path, and a module's attributes (to name
         #: what a function changed there).
         self.nodes = graph_nodes(root)
@@ -85,18 +88,18 @@ class Session:
             if self.links[j] != j:
                 continue  # written once, through the first place that holds it
             value = variable.get_raw_value()
-            if value is not self.values[j] or j in self.donated:
+            if _identity(value) != self.values[j] or j in self.donated:
                 indices.append(j)
                 values.append(value)
         owners = graph.owners(self.root) if graph.slots else ()
         for s, (now, before) in enumerate(zip(self._held(owners), self.held)):
             j = graph.count + s
-            changed = now[1] != before[1] or now[0] is not before[0]
+            changed = _identity(now) != before
             if changed and graph.slots[s][0] in self.shared:
                 raise self._shared_attribute(function, j)
             if changed or j in self.donated:
                 indices.append(j)
-                values.append(now[0])
+                values.append(now)
         nodes = False
         if hand_back:
             result, nodes = self._hand_back(result)
@@ -104,14 +107,9 @@ class Session:
             return result
         return Updated(result, tuple(indices), tuple(values), nodes)
 
-    def _held(self, owners: Any) -> list[tuple[Any, tuple[int, ...]]]:
-        """What each attribute place of `owners` holds, with its leaves'
-        identities (a list changed in place is a change too)."""
-        held = []
-        for owner, key in self.graph.slots:
-            value = read_at(owners[owner], key)
-            held.append((value, tuple(map(id, jax.tree_util.tree_leaves(value)))))
-        return held
+    def _held(self, owners: Any) -> list[Any]:
+        """What each attribute place of `owners` holds."""
+        return [read_at(owners[owner], key) for owner, key in self.graph.slots]
 
     def _hand_back(self, result: Any) -> tuple[Any, bool]:
         """The result with each of the arguments' graph nodes it holds as an
@@ -235,6 +233,12 @@ def _said(value: Any) -> str:
 
 def _added(value: Any) -> str:
     return f"{_said(value)}, added"
+
+
+def _identity(value: Any) -> tuple[int, ...]:
+    """A value and its leaves by identity: a container changed in place (a
+    dict in a `Variable`, a list attribute) is a change too."""
+    return (id(value), *map(id, jax.tree_util.tree_leaves(value)))
 
 
 def _same(old: Any, new: Any) -> bool:
