@@ -690,5 +690,6 @@ def test_a_returned_instance_binds_its_own_names() -> None:
             jnp.ones((5, 3)), jnp.ones(4)
         )
 
-    with pytest.raises(ValidationError, match=r"the return value, at return\[1\]\.b: .*o=5 bound by return\[1\]\.w"):
+    blamed = r"the return value, at return\[1\]\.b: .*o=5 bound by return\[1\]\.w"
+    with pytest.raises(ValidationError, match=blamed):
         treespec.jit(wrong)(jnp.ones(7))
