@@ -1,8 +1,9 @@
 """Data-parallel training over 8 host CPU devices with treespec.jit.
 
-The batch is sharded over a 1-D device mesh, the parameters are replicated, and
-the config stays a static Python dict on every device. XLA's SPMD partitioner
-does the rest (gradients are all-reduced for us). Run:
+The batch is sharded over a 1-D device mesh, the parameters are replicated,
+the config's activation is static and its learning rate traced (replicated
+too). XLA's SPMD partitioner does the rest (gradients are all-reduced for us).
+Run:
 
     python examples/data_parallel.py
 """
@@ -31,7 +32,7 @@ Activation = Literal["tanh", "relu"]
 
 
 class Config(TypedDict):
-    learning_rate: Static[float]
+    learning_rate: Dynamic[float]  # traced: a schedule never recompiles
     activation: Static[Activation]
 
 
@@ -59,8 +60,9 @@ def loss_fn(
 
 @partial(
     treespec.jit,
-    # Over the dynamic view: params (a prefix: every leaf), x, y; cfg is static.
-    in_shardings=(replicated, batch_sharded, batch_sharded),
+    # Over the dynamic view: params (a prefix: every leaf), x, y, and cfg's
+    # traced learning rate.
+    in_shardings=(replicated, batch_sharded, batch_sharded, replicated),
     out_shardings=replicated,
 )
 def train_step(
@@ -76,7 +78,7 @@ def train_step(
 
 def main() -> None:
     print(f"devices: {jax.device_count()} ({jax.devices()[0].platform})")
-    kx, k1, k2 = jax.random.split(jax.random.PRNGKey(0), 3)
+    kx, k1, k2 = jax.random.split(jax.random.key(0), 3)
     x = jax.random.normal(kx, (256, 4))
     y = jnp.sum(jnp.sin(x), axis=1, keepdims=True)
     params = {

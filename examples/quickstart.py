@@ -5,9 +5,10 @@ number of hidden units, the activation), so changing one recompiles. The
 learning rate is `Dynamic`: traced like the parameters, so a schedule never
 recompiles. Run: python examples/quickstart.py
 
-`python -m treespec check examples/quickstart.py` checks `mlp`'s shapes for
-every size and each activation, without data (`step` needs a value for
-`cfg['hidden']`: give one through `treespec.check_shapes(step, cfg=...)`).
+`python -m treespec check examples/quickstart.py` checks both functions'
+shapes for every size and each activation, without data (`step`'s config,
+whose `hidden` has no value to take from its annotation, is built as
+`check_with` says beside it).
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ def mlp(
     return h @ params["w2"] + params["b2"]
 
 
+# What the shape check calls `step` with: each activation is tried anyway.
+@treespec.check_with(cfg={"hidden": 32, "activation": "tanh", "learning_rate": 0.1})
 @treespec.jit(explain_recompiles=True)
 def step(
     params: Dynamic[Params],
@@ -77,7 +80,7 @@ def step(
 
 def main() -> None:
     logging.basicConfig(stream=sys.stdout, format="%(name)s: %(message)s")
-    key_x, key_p = jax.random.split(jax.random.PRNGKey(0))
+    key_x, key_p = jax.random.split(jax.random.key(0))
     x = jax.random.uniform(key_x, (256, 2), minval=-2.0, maxval=2.0)
     y = jnp.sin(x[:, :1]) * jnp.cos(x[:, 1:])  # the function to learn
 
