@@ -3,7 +3,7 @@
 Run: python benchmarks/dispatch.py [--quick] [--only NAME]
 
 `--only` runs one scenario: S1, S1-annotations, S2, S3, S4, method,
-method-classes or first-call.
+method-classes, step or first-call.
 
 Prints, from one run in one process, the median per-call time of each contender
 and the ratios the jit issue targets:
@@ -25,6 +25,12 @@ and the ratios the jit issue targets:
   and the method decorated with equinox.filter_jit.
 - method-classes: the same for a treespec.dataclass (an array, a Static int)
   and a plain class (jax.jit holds the instance static).
+- step: a training step as users write it (an `eqx.nn.MLP` 4-16-16-1, optax's
+  sgd, a batch of 8), once returning arrays (the parameters as a dict of
+  arrays, the optimizer state, the loss) and once returning the model and the
+  optimizer state (an Equinox module, whose activation functions are
+  non-array leaves); jax.jit takes the array version, or the model split by
+  hand (`eqx.partition` before, `eqx.combine` after, as Equinox's docs show).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from typing import Any, NamedTuple, TypedDict
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import optax
 from _timing import compare, machine, table
 
 import treespec
@@ -418,6 +425,59 @@ def first_call(repeat: int) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
+_TX = optax.sgd(1e-2)
+
+
+def _mlp_loss(model: Any, x: jax.Array, y: jax.Array) -> jax.Array:
+    return jnp.mean((jax.vmap(model)(x) - y) ** 2)
+
+
+def _step_model(model: Any, opt_state: Any, x: jax.Array, y: jax.Array) -> Any:
+    """The step that returns the model and the optimizer state."""
+    loss, grads = eqx.filter_value_and_grad(_mlp_loss)(model, x, y)
+    updates, opt_state = _TX.update(grads, opt_state)
+    return eqx.apply_updates(model, updates), opt_state, loss
+
+
+def scenario_step(number: int, repeat: int) -> dict[str, float]:
+    """A training step returning arrays, and one returning the model."""
+    model = eqx.nn.MLP(4, 1, 16, 2, key=jax.random.key(0))
+    params, static = eqx.partition(model, eqx.is_array)
+    opt_state = _TX.init(params)
+    x, y = jnp.ones((8, 4)), jnp.zeros((8, 1))
+
+    def step_arrays(params: Any, opt_state: Any, x: jax.Array, y: jax.Array) -> Any:
+        def loss(p: Any) -> jax.Array:
+            return _mlp_loss(eqx.combine(p, static), x, y)
+
+        value, grads = jax.value_and_grad(loss)(params)
+        updates, opt_state = _TX.update(grads, opt_state)
+        return optax.apply_updates(params, updates), opt_state, value
+
+    arrays_jax = jax.jit(step_arrays)
+    arrays_eqx = eqx.filter_jit(step_arrays)
+    arrays_ours = treespec.jit(step_arrays)
+    model_eqx = eqx.filter_jit(_step_model)
+    model_ours = treespec.jit(_step_model)
+
+    def model_by_hand() -> Any:  # split before, combine after
+        p, s = eqx.partition(model, eqx.is_array)
+        new, state, loss = arrays_jax(p, opt_state, x, y)
+        return eqx.combine(new, s), state, loss
+
+    calls = {
+        "arrays: jax.jit": lambda: arrays_jax(params, opt_state, x, y),
+        "arrays: equinox.filter_jit": lambda: arrays_eqx(params, opt_state, x, y),
+        "arrays: treespec.jit": lambda: arrays_ours(params, opt_state, x, y),
+        "model: jax.jit, split by hand": model_by_hand,
+        "model: equinox.filter_jit": lambda: model_eqx(model, opt_state, x, y),
+        "model: treespec.jit": lambda: model_ours(model, opt_state, x, y),
+    }
+    losses = {name: float(call()[2]) for name, call in calls.items()}
+    assert len(set(losses.values())) == 1, losses
+    return compare(calls, number=number, repeat=repeat)
+
+
 SCENARIOS = (
     "S1",
     "S1-annotations",
@@ -426,6 +486,7 @@ SCENARIOS = (
     "S4",
     "method",
     "method-classes",
+    "step",
     "first-call",
 )
 
@@ -507,6 +568,19 @@ def main() -> None:
         ratios["method (plain class) treespec.jit / jax.jit"] = (
             classes["plain class: treespec.jit"]
             / classes["plain class: jax.jit (instance static)"]
+        )
+    if runs("step"):
+        step = scenario_step(number // 4, repeat)
+        title = "step: a training step returning arrays, and one returning the model"
+        print(table(title, step, "arrays: jax.jit"), "\n")
+        ratios["step (arrays) treespec.jit / jax.jit"] = (
+            step["arrays: treespec.jit"] / step["arrays: jax.jit"]
+        )
+        ratios["step (model) treespec.jit / jax.jit"] = (
+            step["model: treespec.jit"] / step["arrays: jax.jit"]
+        )
+        ratios["step (model) equinox.filter_jit / treespec.jit"] = (
+            step["model: equinox.filter_jit"] / step["model: treespec.jit"]
         )
     if ratios:
         print("### Ratios\n\n| ratio | value |\n| --- | --- |")

@@ -10,6 +10,7 @@ one call at once, with what JAX would refuse, is `call_checks.py`'s.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -68,14 +69,33 @@ def _for_value(annotation: Any, value: Any) -> tuple[Any, Any]:
     array_type = getattr(annotation, "array_type", None)
     if isinstance(value, jax.Array):
         if array_type not in (None, jax.Array, Any):
-            return annotation.dtype[jax.Array, annotation.dim_str], value
+            return _over(annotation, jax.Array), value
     elif isinstance(value, (np.ndarray, np.generic)) and array_type is jax.Array:
         value = np.asarray(value)
         dtype = jax.dtypes.canonicalize_dtype(value.dtype)
         if dtype != value.dtype:  # float64 without x64: JAX takes it as float32
             value = np.broadcast_to(np.zeros((), dtype), value.shape)
-        return annotation.dtype[np.ndarray, annotation.dim_str], value
+        return _over(annotation, np.ndarray), value
     return annotation, value
+
+
+@functools.lru_cache(maxsize=256)
+def _over(annotation: Any, array_type: type) -> Any:
+    """`annotation` (a jaxtyping array type) over another array type: its
+    dtype category (`Float`) with the same dimensions. Older jaxtyping keeps
+    no category on the array type, only its dtypes: made again from them."""
+    import jaxtyping
+
+    category = getattr(annotation, "dtype", None)
+    if not (
+        isinstance(category, type) and issubclass(category, jaxtyping.AbstractDtype)
+    ):
+        category = type(
+            annotation.__name__,
+            (jaxtyping.AbstractDtype,),
+            {"dtypes": annotation.dtypes},
+        )
+    return category[array_type, annotation.dim_str]
 
 
 def _text(node: Node, kind: Kind) -> str:
