@@ -604,7 +604,9 @@ def _headings(text: str) -> Iterator[tuple[int, str]]:
     for number, line in enumerate(text.splitlines(), 1):
         found = re.match(r"^(#{1,6}) (.+)$", line)
         if found and number not in in_code and not _FENCE.match(line):
-            yield len(found.group(1)), found.group(2)
+            # An attribute list (`{ #anchor }`) is not shown.
+            shown = re.sub(r"\s*\{[^{}]*\}\s*$", "", found.group(2))
+            yield len(found.group(1)), shown
 
 
 def _too_wide_for_a_phone(text: str) -> list[str]:
@@ -629,7 +631,8 @@ def test_headings_too_wide_for_a_phone_are_found() -> None:
     page = (
         "# From `flax.struct.field(pytree_node=False)`\n\n"
         "```python\n# a comment, not a heading: flax.struct.field(pytree)\n```\n\n"
-        f"## {'word ' * 20}\n\n### `treespec.value_and_grad`\n"
+        f"## {'word ' * 20}\n\n### `treespec.value_and_grad`\n\n"
+        "## Why did it retrace? { #why-did-it-retrace-and-compile-again }\n"
     )
     assert _too_wide_for_a_phone(page) == [
         "h1 'From `flax.struct.field(pytree_node=False)`'",
@@ -901,6 +904,16 @@ def test_search_finds_dotted_names_on_every_page_naming_them(
         location = page.relative_to(ROOT / "docs").with_suffix("").as_posix() + "/"
         location = location.removesuffix("index/")
         assert wanted <= pages[location], (name, location)
+
+
+def test_search_leaves_the_example_scripts_out(site: Path) -> None:
+    # The Examples page shows each script whole; its search entries are the
+    # prose around them, so a result's preview is never a script's code.
+    docs = json.loads((site / "search" / "search_index.json").read_text())["docs"]
+    examples = [d for d in docs if d["location"].startswith("examples/")]
+    assert examples
+    for doc in examples:
+        assert "def main" not in doc["text"] and "import jax" not in doc["text"], doc
 
 
 def test_the_built_performance_page_is_for_readers(site: Path) -> None:

@@ -300,6 +300,12 @@ SEARCHES = [
     ("retrace", {"faq/", "transforms/jit/"}, 3),
     ("donate", {"faq/", "transforms/jit/"}, 3),
     ("mypy", {"static-checking/"}, 1),
+    # A reader's words for what a page answers (issue 57): the page that
+    # answers first, never a script shown whole (Examples leaves them out).
+    ("TPU", {"performance/", "getting-started/"}, 1),
+    ("recompile", {"faq/"}, 1),
+    ("filter_grad", {"migration/equinox/"}, 1),
+    ("explain", {"getting-started/"}, 1),
 ]
 
 #: The pages the search box lists, in order, once its list stops changing.
@@ -334,3 +340,32 @@ def test_the_search_box_ranks_the_page_that_answers(
 ) -> None:
     ranked = _search(browser, site, query)
     assert wanted & set(ranked[:within]), (query, ranked[:5])
+
+
+#: What the copy button of each output block (`text`, `output`) copies, as
+#: Material takes it: the code marked `data-md-copying`, its innerText read.
+COPIED = """() => [...document.querySelectorAll(
+    ".language-text pre > code, .language-output pre > code")].map((code) => {
+  code.setAttribute("data-md-copying", "");
+  const copied = code.innerText;
+  code.removeAttribute("data-md-copying");
+  return [copied.trimEnd(), code.textContent.trimEnd()];
+})"""
+
+
+@pytest.mark.parametrize("path", ["tutorial/", "getting-started/", "validation/"])
+def test_the_copy_button_copies_an_output_block_line_for_line(
+    browser: Any, site: str, path: str
+) -> None:
+    # Each line of an output block is a block of its own (wrapped lines hang
+    # indented): the copy is still the block's lines, no blank line between.
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        page.goto(site + path)
+        blocks = page.evaluate(COPIED)
+    finally:
+        page.close()
+    several = [(copied, text) for copied, text in blocks if "\n" in text]
+    assert several, path
+    for copied, text in several:
+        assert copied == text, (path, copied[:200])

@@ -86,7 +86,7 @@ def _over(annotation: Any, array_type: type) -> Any:
     no category on the array type, only its dtypes: made again from them."""
     import jaxtyping
 
-    category = getattr(annotation, "dtype", None)
+    category: Any = getattr(annotation, "dtype", None)
     if not (
         isinstance(category, type) and issubclass(category, jaxtyping.AbstractDtype)
     ):
