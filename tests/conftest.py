@@ -131,3 +131,26 @@ def run_mypy(
     )
     assert done.returncode in (0, 1), done.stdout + done.stderr
     return done
+
+
+#: The slow part of the suite, by file, and why each is slow: about three
+#: quarters of its time on a 2-core machine. `-m "not slow and not browser"`
+#: runs the rest (README); CI runs everything.
+SLOW = {
+    "test_shape_blind.py": "the shape checker on a blind corpus of model files",
+    "test_shape_blind2.py": "the shape checker on a second blind corpus",
+    "test_shape_corpus.py": "the shape checker on its corpus of twins",
+    "test_docs.py": "runs every code block of the docs and builds the site",
+    "test_typing.py": "runs mypy and basedpyright on the case files",
+    "test_agreement.py": "runs mypy with the plugin for every case it compares",
+    "test_multiprocess.py": "starts jax.distributed jobs of 2 processes",
+    "test_multidevice.py": "starts 8-device processes",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests of the files in `SLOW` with `slow`."""
+    for item in items:
+        if item.path.name in SLOW:
+            item.add_marker(pytest.mark.slow)

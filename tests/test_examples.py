@@ -35,6 +35,16 @@ def test_readme_opens_with_the_two_commands() -> None:
     assert text.index(blocks[1]) < text.index("```python")
 
 
+def test_the_readmes_quick_command_leaves_out_what_conftest_marks_slow() -> None:
+    from tests.conftest import SLOW
+
+    text = (ROOT / "README.md").read_text()
+    assert 'python -m pytest -m "not slow and not browser"' in text
+    assert "about 8 minutes" in text and "about 2" in text
+    tests = {path.name for path in (ROOT / "tests").glob("test_*.py")}
+    assert set(SLOW) <= tests  # a renamed file would run in the quick part
+
+
 def test_quickstart_trains_and_explains() -> None:
     out = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "quickstart.py")],
