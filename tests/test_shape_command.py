@@ -27,6 +27,7 @@ def _run(
         cwd=cwd,
         env=child_env(path),
         check=False,
+        timeout=300,  # the command always ends: a hang fails here
     )
 
 
@@ -147,3 +148,43 @@ def test_allow_empty_exits_0_when_there_is_nothing_to_check(tmp_path: Path) -> N
         "checked 0 functions: 0 errors, 0 notes, 0 skipped"
     ]
     assert _run("check", "plain.py", cwd=tmp_path).returncode == 1
+
+
+STACK = """
+import equinox as eqx
+import jax
+from jaxtyping import Array, Float
+
+import treespec
+
+
+class Layer(eqx.Module):
+    w: Float[Array, "d d"]
+
+
+class Stack(eqx.Module):
+    layers: tuple[Layer, ...]
+
+    def __init__(self, d: int, depth: int) -> None:
+        self.layers = tuple(Layer(jax.numpy.eye(d)) for _ in range(depth))
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "n"]) -> Float[Array, "k"]:
+        h = x[:3]
+        for layer in self.layers:
+            h = layer.w @ h
+        return h
+"""
+
+
+def test_a_stack_of_layers_after_a_slice_ends_with_a_note(tmp_path: Path) -> None:
+    # Each layer's d must be min(n, 3), a size the checker cannot evaluate:
+    # the solving asked for it again and again and never ended. Now the
+    # check stops there, in a note in the user's names, and the command ends.
+    (tmp_path / "stack.py").write_text(STACK)
+    done = _run("check", "stack.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (note, summary) = done.stdout.splitlines()
+    assert note.startswith("stack.py:23: note: Stack.__call__: not checked past")
+    assert "d of self.layers[0] == min(n, 3)" in note and "d__1" not in note
+    assert summary == "checked 1 function: 0 errors, 1 note, 0 skipped"

@@ -100,3 +100,23 @@ def test_a_size_beside_a_named_one_is_a_dimension_of_its_own() -> None:
     report = treespec.check_shapes(FeedForwardBug.__call__)
     errors = [p for p in report.problems if p.severity == "error"]
     assert errors and "hidden" in errors[0].message, str(report)
+
+
+def test_solving_ends_when_a_relation_brings_nothing_new() -> None:
+    # A relation the checker cannot use (a size JAX writes as `min(d, 3)`,
+    # which it cannot evaluate) is asked for again after each run: the
+    # solving ends there instead of running again for ever.
+    from treespec._shapes.relations import solved
+
+    runs = []
+
+    def trace() -> str:
+        runs.append(1)
+        if len(runs) > 10:
+            raise AssertionError("still solving after 10 runs")
+        return "failed"
+
+    relations: dict[str, str] = {}
+    found = solved(trace, lambda _: "text", lambda _: {"in__1": "min(d, 3)"}, relations)
+    assert found == "failed" and len(runs) == 2
+    assert relations == {"in__1": "min(d, 3)"}

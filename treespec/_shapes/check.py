@@ -37,6 +37,7 @@ from .outcomes import (
     relation_note,
     skipped_text,
     unstated_relation,
+    unusable_note,
 )
 from .relations import relations_needed, relations_text, solved, with_relations
 from .report import ShapeIssue, ShapeReport
@@ -171,6 +172,9 @@ class _Checker:
         #: and what the code needs of those names (`relations_needed`).
         self.several: frozenset[type] = frozenset()
         self.relations: dict[str, str] = {}
+        #: Relations the code needs that the checker could not use (a size it
+        #: cannot evaluate, `min(n, 3)`): the check stops there, in a note.
+        self.unusable: dict[str, str] = {}
         #: A constructor's sizes to solve (`construct.Taken`).
         self.unknown: frozenset[str] = frozenset()
 
@@ -220,11 +224,14 @@ class _Checker:
                 outputs.append((run.text() if len(runs) > 1 else "", found))
         if self._assumed:
             notes.append(self._at_def("note", assumptions_text(self._assumed, t.name)))
-        if self.relations:
-            scopes = first.scopes
-            text = relations_text(self.relations, scopes)
-            notes.append(self._at_def("note", text))
-        problems = [*notes, *self.findings.final(len(runs))]
+        taken = {k: v for k, v in self.relations.items() if k not in self.unusable}
+        if taken:
+            notes.append(self._at_def("note", relations_text(taken, first.scopes)))
+        # An instance's own names as the user reads them (`out of layers[0]`).
+        problems = [
+            dataclasses.replace(p, message=first.scopes.readable(p.message))
+            for p in [*notes, *self.findings.final(len(runs))]
+        ]
         defaults = tuple(first.defaults.items())
         return ShapeReport(t.name, tuple(problems), tuple(outputs), defaults)
 
@@ -277,9 +284,12 @@ class _Checker:
             self._failure,
             lambda text: relations_needed(text, self.unknown),
             self.relations,
+            self.unusable,
         )
         if not isinstance(found, ShapeIssue):
             return found
+        if found.severity == "error" and self.unusable:
+            return unusable_note(found, self.unusable)
         if found.severity == "error" and (rel := unstated_relation(self._raised)):
             return relation_note(found, rel)
         if not self.constraints and witness.symbolic_limit(self._raised):
@@ -323,8 +333,18 @@ class _Checker:
                 shown = witness.by_names(text, at_sizes)
                 return relations_needed(shown, self.unknown)
 
-            return solved(
-                lambda: traced_at(every), self._failure, needed, self.relations
+            found = solved(
+                lambda: traced_at(every),
+                self._failure,
+                needed,
+                self.relations,
+                self.unusable,
+            )
+            error = isinstance(found, ShapeIssue) and found.severity == "error"
+            return (
+                unusable_note(found, self.unusable)
+                if error and self.unusable
+                else found
             )
 
         def traced_at(every: dict[str, Any]) -> Any:

@@ -23,6 +23,7 @@ __all__ = [
     "first_lines",
     "outcome",
     "relation_note",
+    "unusable_note",
     "skipped_text",
     "suggestion",
     "unequal_sizes",
@@ -209,6 +210,19 @@ def relation_note(issue: ShapeIssue, relations: list[str]) -> ShapeIssue:
         f"{', '.join(relations)} ({issue.message}); if it holds, state it with "
         f"constraints={tuple(relations)!r} (JAX's syntax), and the check goes on "
         "past this line",
+    )
+
+
+def unusable_note(issue: ShapeIssue, relations: dict[str, str]) -> ShapeIssue:
+    """`issue` (an error the code meets past a relation it needs of sizes no
+    annotation names, which the checker could not use: a size it cannot
+    evaluate) as the note that the check stopped there, never an error."""
+    needs = ", ".join(f"{name} == {size}" for name, size in relations.items())
+    return dataclasses.replace(
+        issue,
+        severity="note",
+        message=f"not checked past this line: the code needs {needs}, a size the "
+        f"checker cannot evaluate ({issue.message})",
     )
 
 

@@ -101,16 +101,29 @@ def solved(
     failure: Callable[[Any], str | None],
     needed: Callable[[str], dict[str, str]],
     relations: dict[str, str],
+    unusable: dict[str, str] | None = None,
 ) -> Any:
     """`trace()`, and while what it found is a failure (`failure` gives its
     text, None when it is none) that shows what the code needs of sizes no
     annotation names (`needed`), those relations taken into `relations` and
-    `trace()` again: unknown sizes are solved, never guessed."""
+    `trace()` again: unknown sizes are solved, never guessed.
+
+    It always ends: a failure that asks only for relations already taken
+    (one whose size the checker cannot evaluate, `in__1 == min(d, 3)`) ends
+    the solving, those relations put in `unusable` for the note that says
+    the check stopped there; so does a failure past `MAX_RELATIONS`."""
     found = trace()
     while (text := failure(found)) is not None:
         new = needed(text)
-        if not new or len(relations) > MAX_RELATIONS:
+        fresh = {
+            name: size for name, size in new.items() if relations.get(name) != size
+        }
+        if not fresh:
+            if unusable is not None:
+                unusable.update(new)
             break
-        relations.update(new)
+        if len(relations) > MAX_RELATIONS:
+            break
+        relations.update(fresh)
         found = trace()
     return found
