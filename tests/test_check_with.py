@@ -210,3 +210,58 @@ def test_an_equinox_state_is_built_from_the_model_as_make_with_state_does() -> N
     bad = eqx.tree_at(lambda m: m.bn, model, eqx.nn.BatchNorm(3, "batch"))
     report = treespec.check_shapes(treespec.jit(_apply), model=bad)
     assert not report.ok, str(report)
+
+
+@treespec.check_with(constraints=("n == 2*k",))
+@treespec.jit
+def pairs(x: Float[Array, "b n"]) -> Float[Array, "b n"]:
+    return x.reshape(x.shape[0], -1, 2).reshape(x.shape)
+
+
+def test_constraints_stated_where_the_function_is() -> None:
+    # What the note suggests, stated beside the function: no note, and the
+    # function itself unchanged.
+    assert treespec.check_shapes(pairs).problems == ()
+    assert treespec.check_shapes(pairs.__wrapped__).problems == ()
+    assert pairs(jnp.ones((1, 4))).shape == (1, 4)
+
+
+def test_constraints_of_stacked_declarations_and_check_shapes_add_up() -> None:
+    @treespec.check_with(constraints=("b >= 2",))
+    @treespec.check_with(constraints=("n == 2*k",))
+    @treespec.jit
+    def head(x: Float[Array, "b n"]) -> Float[Array, "n"]:
+        return x.reshape(x.shape[0], -1, 2).reshape(x.shape)[1]
+
+    assert treespec.check_shapes(head).problems == ()
+    # A relation that contradicts a stated one is JAX's refusal, a usage error.
+    with pytest.raises(ValueError, match="bad constraints"):
+        treespec.check_shapes(head, constraints=("n == 2*k + 1",))
+
+
+def test_constraints_must_be_a_sequence_of_relations() -> None:
+    with pytest.raises(TypeError, match=r"sequence of relations.*'n == 2\*k'"):
+        treespec.check_with(constraints="n == 2*k")
+
+
+class Block(eqx.Module):
+    linear: eqx.nn.Linear
+    dropout: eqx.nn.Dropout
+
+    def __init__(self, d: int, rate: float, *, key: Any = None) -> None:
+        key = jax.random.key(0) if key is None else key
+        self.linear = eqx.nn.Linear(d, d, key=key)
+        self.dropout = eqx.nn.Dropout(rate)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+        return self.dropout(jax.vmap(self.linear)(x), inference=True)
+
+
+def test_a_float_constructor_parameter_takes_a_value_that_is_no_size() -> None:
+    # A dropout rate with no default never made the function skipped: it
+    # takes 1.0, said in a note, and the function is checked.
+    report = treespec.check_shapes(Block.__call__)
+    assert report.ok and not any(p.skipped for p in report.problems), str(report)
+    (note,) = report.notes
+    assert "self.rate=1.0 (a float, never a size)" in note.message, str(report)

@@ -4,6 +4,7 @@ a package checked as the modules they are (pre-commit passes file paths)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -188,3 +189,126 @@ def test_a_stack_of_layers_after_a_slice_ends_with_a_note(tmp_path: Path) -> Non
     assert note.startswith("stack.py:23: note: Stack.__call__: not checked past")
     assert "d of self.layers[0] == min(n, 3)" in note and "d__1" not in note
     assert summary == "checked 1 function: 0 errors, 1 note, 0 skipped"
+
+
+SCRIPT = """
+import argparse
+import pathlib
+
+pathlib.Path("imported").write_text("ran")  # a script's top level
+parser = argparse.ArgumentParser()
+parser.add_argument("data")
+parser.parse_args()  # exits: the command gives it no argument
+"""
+
+
+def test_a_file_that_never_names_treespec_is_not_imported(tmp_path: Path) -> None:
+    # pre-commit's `types: [python]` hands over every changed file: a
+    # setup.py, a script with required arguments. Their top level never runs.
+    (tmp_path / "setup.py").write_text(SCRIPT)
+    (tmp_path / "train.py").write_text(SCRIPT)
+    quiet = "\n".join(line for line in PRINTS.splitlines() if "print" not in line)
+    (tmp_path / "model.py").write_text(quiet)
+    done = _run("check", "setup.py", "train.py", "model.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not (tmp_path / "imported").exists()
+    assert done.stdout.splitlines() == [
+        "checked 1 function: 0 errors, 0 notes, 0 skipped"
+    ]
+    # A package's walk leaves them out too, and a file naming treespec that
+    # exits at import is still the error it was.
+    _package(tmp_path / "proj", "")
+    (tmp_path / "proj" / "src" / "mypkg" / "cli.py").write_text(SCRIPT)
+    assert _run("check", "proj", cwd=tmp_path).returncode == 0
+    assert not (tmp_path / "imported").exists()
+    (tmp_path / "named.py").write_text("import treespec\n" + SCRIPT)
+    done = _run("check", "named.py", cwd=tmp_path)
+    assert done.returncode == 1 and "exited at import" in done.stdout
+
+
+PRINTS = """
+import jax.numpy as jnp
+import treespec
+from jaxtyping import Array, Float
+
+print("loading the model file")
+
+
+@treespec.jit
+def scale(x: Float[Array, "b n"]) -> Float[Array, "b n"]:
+    print("tracing scale", x.shape)
+    return 2 * x
+"""
+
+
+def test_what_checked_code_prints_goes_to_stderr(tmp_path: Path) -> None:
+    (tmp_path / "noisy.py").write_text(PRINTS)
+    done = _run("check", "--format", "json", "noisy.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = json.loads(done.stdout)  # nothing but the JSON object
+    assert found["functions"] == 1 and found["errors"] == 0
+    assert "loading the model file" in done.stderr and "tracing scale" in done.stderr
+    text = _run("check", "noisy.py", cwd=tmp_path)
+    assert text.stdout.splitlines() == [
+        "checked 1 function: 0 errors, 0 notes, 0 skipped"
+    ]
+
+
+PAIRS = """
+import treespec
+from jaxtyping import Array, Float
+
+
+@treespec.jit
+def pairs(x: Float[Array, "b n"]) -> Float[Array, "b n"]:
+    return x.reshape(x.shape[0], -1, 2).reshape(x.shape)
+
+
+@treespec.jit
+def other(y: Float[Array, "m"]) -> Float[Array, "m"]:
+    return y
+"""
+
+
+def test_the_command_takes_constraints(tmp_path: Path) -> None:
+    # The note suggests a relation; stated from the command, it holds for
+    # the functions whose annotations name one of its sizes (not `other`).
+    (tmp_path / "pairs.py").write_text(PAIRS)
+    plain = _run("check", "pairs.py", cwd=tmp_path)
+    assert "constraints=('n == 2*k',)" in plain.stdout, plain.stdout
+    done = _run("check", "--constraint", "n == 2*k", "pairs.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == [
+        "checked 2 functions: 0 errors, 0 notes, 0 skipped"
+    ]
+    bad = _run("check", "--constraint", "n == ", "pairs.py", cwd=tmp_path)
+    assert "bad constraints" in bad.stdout, bad.stdout
+
+
+SKIPPED = """
+import jax
+import treespec
+from jaxtyping import Array, Float
+
+
+class Opaque:
+    pass
+
+
+@treespec.jit
+def step(x: Float[Array, "n"], state: Opaque) -> Float[Array, "n"]:
+    return x
+"""
+
+
+def test_a_skipped_function_is_counted_and_fails_under_the_option(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "step.py").write_text(SKIPPED)
+    done = _run("check", "step.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1].endswith(", 1 skipped")
+    assert "skipped" in done.stdout.splitlines()[0]
+    strict = _run("check", "--fail-on-skip", "step.py", cwd=tmp_path)
+    assert strict.returncode == 1, strict.stdout + strict.stderr
+    assert strict.stdout == done.stdout

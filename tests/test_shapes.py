@@ -723,8 +723,11 @@ def test_the_command_has_a_json_format_and_a_usage_error(tmp_path: Path) -> None
 
 # The command behaves as a CI tool (issue 40, 5).
 
+# Files that name treespec, as a model file does: one that never does is not
+# imported at all (tests/test_shape_command.py).
 _EXITS = """
 import sys
+import treespec
 print("a script's work")
 sys.exit(0)
 """
@@ -737,6 +740,7 @@ options = parser.parse_args()
 """
 
 _RAISES_AT_IMPORT = """
+import treespec
 raise RuntimeError("no data directory here")
 """
 
@@ -819,7 +823,8 @@ def _interrupted_check(
     import time
 
     (tmp_path / "slow.py").write_text(
-        f"from pathlib import Path\nPath('started').touch()\n{source}"
+        "import treespec\nfrom pathlib import Path\n"
+        f"Path('started').touch()\n{source}"
     )
     process = subprocess.Popen(
         [sys.executable, "-m", "treespec", "check", "slow.py"],

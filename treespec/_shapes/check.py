@@ -29,7 +29,7 @@ from .abstract import (
 )
 from .arguments import Target, arguments_of
 from .construct import NeedsConcrete, assumptions_text
-from .declared import declared_of
+from .declared import constraints_of, declared_of
 from .leaves import declared_names, rounded_names
 from .located import issue_of
 from .outcomes import (
@@ -123,7 +123,9 @@ def check_shapes(
             f"check_shapes got {', '.join(map(repr, unknown))}, which "
             f"{target.name} has no parameter of"
         )
-    return _Checker(target, tuple(constraints)).run()
+    stated = constraints_of(target.inner)  # check_with(constraints=...)
+    every = tuple(dict.fromkeys([*constraints, *stated]))
+    return _Checker(target, every).run()
 
 
 def _target(fun: Any, statics: Mapping[str, Any]) -> Target:

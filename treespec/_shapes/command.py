@@ -6,27 +6,34 @@ transform wraps there (defined there, not imported), checks each with
 MESSAGE` and `FILE:LINE: note: ...` lines, then `checked N functions: E
 errors, I notes, S skipped`. `--format json` prints one JSON object instead.
 
-It behaves as a CI tool: a file of a package is imported as the module it
-is (its package's root on `sys.path`, as mypy and pytest find it), any
-other file as `python FILE` would run it (`sys.argv` is `[FILE]`); one that
-exits or raises at import is an error of its own while the others are still
-checked; a folder that is not a package skips hidden folders, virtual
-environments, `site-packages`, `build`, `dist`, `__pycache__` and
-`node_modules`. Exits 0 only when every file was
-imported and checked and no error was found (notes allowed), 1 when there is
-an error or nothing to check, 2 on a usage error (a path that does not exist,
-found before anything is imported), 130 on Ctrl-C.
+It behaves as a CI tool that runs other people's files: a file whose source
+never names treespec is not imported (nothing in it to check; its top level
+never runs); a file of a package is imported as the module it is (its
+package's root on `sys.path`, as mypy and pytest find it), any other file as
+`python FILE` would run it (`sys.argv` is `[FILE]`); one that exits or
+raises at import is an error of its own while the others are still checked;
+a folder that is not a package skips hidden folders, virtual environments,
+`site-packages`, `build`, `dist`, `__pycache__` and `node_modules`. What the
+checked code prints goes to stderr. `--constraint RELATION` (repeatable)
+holds for every function whose annotations name one of its sizes. Exits 0
+only when every file was imported and checked and no error was found (notes
+allowed), 1 when there is an error, nothing to check, or (with
+`--fail-on-skip`) a function that could not be checked, 2 on a usage error
+(a path that does not exist, found before anything is imported), 130 on
+Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import inspect
 import json
 import os
 import pkgutil
+import re
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
@@ -38,6 +45,7 @@ from .._model.errors import plural
 from .._transforms.base import Transformed
 from .check import check_shapes
 from .declared import innermost
+from .leaves import declared_names
 from .report import ShapeIssue, ShapeReport
 
 __all__ = ["main"]
@@ -60,6 +68,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     check.add_argument("targets", nargs="+", metavar="FILE_OR_PACKAGE")
     check.add_argument("--format", choices=("text", "json"), default="text")
     check.add_argument(
+        "--constraint",
+        action="append",
+        default=[],
+        metavar="RELATION",
+        help="a relation between sizes, in JAX's syntax ('n == 2*k', 'b >= 2'), "
+        "for every function whose annotations name one of its sizes; repeat it "
+        "for more (as check_with(constraints=...) for one function)",
+    )
+    check.add_argument(
+        "--fail-on-skip",
+        action="store_true",
+        help="exit 1 when a function could not be checked (skipped), as on an error",
+    )
+    check.add_argument(
         "--allow-empty",
         action="store_true",
         help="exit 0 when the files hold no function to check (pre-commit "
@@ -70,7 +92,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit:  # argparse's usage error (2) or --help (0)
         return int(exit.code or 0)
     try:
-        return _run(options.targets, options.format, options.allow_empty)
+        return _run(
+            options.targets,
+            options.format,
+            options.allow_empty,
+            tuple(options.constraint),
+            options.fail_on_skip,
+        )
     except _UsageError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -79,11 +107,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _run(targets: Sequence[str], format: str, allow_empty: bool) -> int:
+def _run(
+    targets: Sequence[str],
+    format: str,
+    allow_empty: bool,
+    constraints: tuple[str, ...] = (),
+    fail_on_skip: bool = False,
+) -> int:
     sources = [_sources(target) for target in targets]  # every path first
     failed: list[ShapeIssue] = []
-    modules = [m for found in sources for m in _import(found, failed)]
-    reports = [_check(fun) for fun in _functions(modules)]
+    # What the checked code prints, at import or while traced, is its own
+    # output: on stderr, so that the command's output stays its findings (and
+    # `--format json` stays JSON).
+    with contextlib.redirect_stdout(sys.stderr):
+        modules = [m for found in sources for m in _import(found, failed)]
+        reports = [_check(fun, constraints) for fun in _functions(modules)]
     if not reports and not failed and not allow_empty:
         failed.append(_nothing_found(targets))
     problems = [*failed, *(p for report in reports for p in report.problems)]
@@ -110,7 +148,7 @@ def _run(targets: Sequence[str], format: str, allow_empty: bool) -> int:
             f"checked {plural(len(reports), 'function')}: "
             f"{plural(errors, 'error')}, {plural(notes, 'note')}, {skipped} skipped"
         )
-    return 1 if errors else 0
+    return 1 if errors or (fail_on_skip and skipped) else 0
 
 
 def _as_json(problem: ShapeIssue) -> dict[str, Any]:
@@ -124,9 +162,9 @@ def _as_json(problem: ShapeIssue) -> dict[str, Any]:
     }
 
 
-def _check(fun: Any) -> ShapeReport:
+def _check(fun: Any, constraints: tuple[str, ...] = ()) -> ShapeReport:
     try:
-        return check_shapes(fun)
+        return check_shapes(fun, constraints=_theirs(fun, constraints))
     except Exception as error:  # a crash of the checker is treespec's bug
         code = getattr(
             inspect.unwrap(getattr(fun, "__wrapped__", fun)), "__code__", None
@@ -142,6 +180,19 @@ def _check(fun: Any) -> ShapeReport:
             skipped=True,
         )
         return ShapeReport(name, (issue,))
+
+
+def _theirs(fun: Any, constraints: tuple[str, ...]) -> tuple[str, ...]:
+    """The command's constraints that concern `fun`: those naming one of the
+    sizes its annotations name (`n == 2*k` for a function of `"b n"`)."""
+    if not constraints:
+        return ()
+    spec = fun.spec
+    names = declared_names([*(p.node for p in spec.params), spec.returns])
+    return tuple(c for c in constraints if set(_NAME.findall(c)) & names)
+
+
+_NAME = re.compile(r"[A-Za-z_]\w*")
 
 
 #: Folders a folder's walk never enters (besides hidden ones and virtual
@@ -213,6 +264,18 @@ def _python_files(folder: Path) -> list[Path]:
     return found
 
 
+def _names_treespec(path: str | Path | None) -> bool:
+    """Whether a source file names treespec: one that never does has no
+    function to check and is never imported (a `setup.py`, a script with
+    required arguments: importing runs their top level)."""
+    if path is None or not str(path).endswith(".py"):
+        return True  # no source to read (a compiled module): imported
+    try:
+        return b"treespec" in Path(path).read_bytes()
+    except OSError:
+        return True  # imported, and its own error reported there
+
+
 def _import(found: list[Path | _Module], failed: list[ShapeIssue]) -> list[ModuleType]:
     """The modules of one target; a file that cannot be imported is an error
     in `failed`, and the others are imported all the same."""
@@ -220,6 +283,8 @@ def _import(found: list[Path | _Module], failed: list[ShapeIssue]) -> list[Modul
     for source in found:
         if isinstance(source, _Module):
             modules += _import_module(source, failed)
+        elif not _names_treespec(source):
+            continue
         elif (module := _import_file(source, failed)) is not None:
             modules.append(module)
     return modules
@@ -248,6 +313,8 @@ def _import_file(path: Path, failed: list[ShapeIssue]) -> ModuleType | None:
 
 
 def _import_module(source: _Module, failed: list[ShapeIssue]) -> list[ModuleType]:
+    if not source.walk and not _names_treespec(source.where):
+        return []  # a file of a package that never names treespec
     try:
         package = importlib.import_module(source.name)
     except (Exception, SystemExit) as error:
@@ -261,11 +328,22 @@ def _import_module(source: _Module, failed: list[ShapeIssue]) -> list[ModuleType
         prefix=f"{source.name}.",
         onerror=lambda _: None,
     ):
+        if not info.ispkg and not _names_treespec(_origin(info)):
+            continue
         try:
             modules.append(importlib.import_module(info.name))
         except (Exception, SystemExit) as error:
             failed.append(_import_error(info.name, error))
     return modules
+
+
+def _origin(info: pkgutil.ModuleInfo) -> str | None:
+    """The source file of a module a package's walk found, unimported."""
+    try:
+        spec = importlib.util.find_spec(info.name)  # its packages are imported
+    except (Exception, SystemExit):
+        return None  # imported, and its own error reported there
+    return None if spec is None else spec.origin
 
 
 def _import_error(where: str, error: BaseException) -> ShapeIssue:

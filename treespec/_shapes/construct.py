@@ -209,6 +209,11 @@ def _argument(
         return value
     if param.default is not inspect.Parameter.empty:
         return param.default
+    if annotation in (float, "float"):
+        # A rate, a scale, an epsilon: never a size. 1.0 keeps a size it
+        # multiplies (`int(mlp_ratio * d)` is d); said in the note.
+        assumed[where] = 1.0
+        return 1.0
     raise TypeError(f"{where} has no value to build it with")
 
 
@@ -230,12 +235,18 @@ def _eval_shape(cls: type) -> Callable[[Callable[[], Any]], Any]:
 
 def assumptions_text(assumed: Mapping[str, Any], function: str) -> str:
     """The note for the values a constructor was built with by assumption."""
-    shown = ", ".join(f"{where}={value!r}" for where, value in assumed.items())
+    counts = [f"{w}={v!r}" for w, v in assumed.items() if type(v) is not float]
+    rates = [f"{w}={v!r}" for w, v in assumed.items() if type(v) is float]
+    shown = []
+    if counts:
+        shown.append(f"{', '.join(counts)} (no dimension of {function} is named so)")
+    if rates:
+        shown.append(f"{', '.join(rates)} (a float, never a size)")
     params = dict.fromkeys(where.split(".")[0] for where in assumed)
     give = ", ".join(f"{param}=..." for param in params)
     return (
-        f"built from its constructor with {shown} (no dimension of {function} "
-        f"is named so); give another value: check_shapes({function}, {give})"
+        f"built from its constructor with {', '.join(shown)}; give another "
+        f"value: check_shapes({function}, {give})"
     )
 
 

@@ -12,7 +12,7 @@ which keeps a module's non-array fields), so nothing is computed.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import jax
@@ -21,8 +21,10 @@ from .._model.spec import Param
 
 __all__ = [
     "ATTRIBUTE",
+    "CONSTRAINTS",
     "EquinoxState",
     "build_declared",
+    "constraints_of",
     "check_with",
     "declared_of",
     "innermost",
@@ -31,6 +33,8 @@ __all__ = [
 #: Where `check_with` keeps its builders: on the innermost function, so that
 #: it is found above or below any transform (and `functools.wraps`).
 ATTRIBUTE = "__treespec_check_with__"
+#: The relations `check_with(constraints=...)` states for a function.
+CONSTRAINTS = "__treespec_check_constraints__"
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -45,7 +49,9 @@ def innermost(fun: Any) -> Any:
     return inner
 
 
-def check_with(**builders: Any) -> Callable[[_F], _F]:
+def check_with(
+    *, constraints: Sequence[str] = (), **builders: Any
+) -> Callable[[_F], _F]:
     """Tell `check_shapes` and `python -m treespec check` how to build
     arguments that their annotations cannot describe.
 
@@ -58,6 +64,11 @@ def check_with(**builders: Any) -> Callable[[_F], _F]:
 
     **Arguments:**
 
+    - `constraints`: relations between sizes the annotations do not state,
+      in JAX's syntax (`"n == 2*k"`, `"t <= max_len"`): what a note of the
+      check suggests, stated where the function is; `check_shapes` and the
+      command add them to those they are given. (A parameter named
+      `constraints` cannot be declared here: give it to `check_shapes`.)
     - `**builders`: parameter name -> a value, or a callable of other
       parameters (by name) that returns it.
 
@@ -68,7 +79,8 @@ def check_with(**builders: Any) -> Callable[[_F], _F]:
     **Raises:**
 
     `TypeError` at decoration for a name that is no parameter of the
-    function, or a builder's parameter that names none.
+    function, a builder's parameter that names none, or `constraints` that
+    is not a sequence of strings.
 
     !!! example
 
@@ -94,6 +106,13 @@ def check_with(**builders: Any) -> Callable[[_F], _F]:
         ```
     """
 
+    if isinstance(constraints, str) or not all(isinstance(c, str) for c in constraints):
+        raise TypeError(
+            "check_with: constraints takes a sequence of relations, each a "
+            f"string in JAX's syntax, e.g. ('n == 2*k',); got {constraints!r}"
+        )
+    stated = tuple(constraints)
+
     def attach(fun: _F) -> _F:
         inner = innermost(fun)
         try:
@@ -105,6 +124,8 @@ def check_with(**builders: Any) -> Callable[[_F], _F]:
             _check_names(where, name, builder, names)
         declared = {**getattr(inner, ATTRIBUTE, {}), **builders}
         setattr(inner, ATTRIBUTE, declared)
+        if stated:
+            setattr(inner, CONSTRAINTS, (*getattr(inner, CONSTRAINTS, ()), *stated))
         return fun
 
     return attach
@@ -143,6 +164,11 @@ def _is_equinox_state(annotation: Any) -> bool:
     except ImportError:
         return False
     return annotation is eqx.nn.State
+
+
+def constraints_of(inner: Any) -> tuple[str, ...]:
+    """The relations `check_with(constraints=...)` stated for a function."""
+    return tuple(getattr(innermost(inner), CONSTRAINTS, ()))
 
 
 def declared_of(inner: Any, params: Iterable[Param] = ()) -> Mapping[str, Any]:
