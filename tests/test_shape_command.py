@@ -312,3 +312,38 @@ def test_a_skipped_function_is_counted_and_fails_under_the_option(
     strict = _run("check", "--fail-on-skip", "step.py", cwd=tmp_path)
     assert strict.returncode == 1, strict.stdout + strict.stderr
     assert strict.stdout == done.stdout
+
+
+SLOW_TRACE = """
+import time
+
+import treespec
+from jaxtyping import Array, Float
+
+
+@treespec.jit
+def slow(x: Float[Array, "n"]) -> Float[Array, "n"]:
+    time.sleep(30)  # each trace: past the bound
+    return x
+
+
+@treespec.jit
+def quick(x: Float[Array, "n"]) -> Float[Array, "n"]:
+    return x
+"""
+
+
+def test_a_check_past_the_time_bound_is_reported_not_checked(tmp_path: Path) -> None:
+    import time
+
+    (tmp_path / "slow.py").write_text(SLOW_TRACE)
+    start = time.monotonic()
+    done = _run("check", "--timeout", "2", "slow.py", cwd=tmp_path)
+    assert time.monotonic() - start < 25, "the bound did not end the check"
+    assert done.returncode == 0, done.stdout + done.stderr
+    note, summary = done.stdout.splitlines()
+    assert note.startswith("slow.py:9: note: slow: skipped: its check ran past")
+    assert "time bound of 2 s" in note and "--timeout" in note
+    assert summary == "checked 2 functions: 0 errors, 0 notes, 1 skipped"
+    strict = _run("check", "--timeout", "2", "--fail-on-skip", "slow.py", cwd=tmp_path)
+    assert strict.returncode == 1

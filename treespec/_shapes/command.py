@@ -15,7 +15,9 @@ raises at import is an error of its own while the others are still checked;
 a folder that is not a package skips hidden folders, virtual environments,
 `site-packages`, `build`, `dist`, `__pycache__` and `node_modules`. What the
 checked code prints goes to stderr. `--constraint RELATION` (repeatable)
-holds for every function whose annotations name one of its sizes. Exits 0
+holds for every function whose annotations name one of its sizes. Each
+function's check has a time bound (`--timeout`, 120 s by default): one past
+it is reported as not checked (skipped). Exits 0
 only when every file was imported and checked and no error was found (notes
 allowed), 1 when there is an error, nothing to check, or (with
 `--fail-on-skip`) a function that could not be checked, 2 on a usage error
@@ -34,11 +36,13 @@ import json
 import os
 import pkgutil
 import re
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Any, NamedTuple
 
 from .._model.errors import plural
@@ -47,6 +51,7 @@ from .check import check_shapes
 from .declared import innermost
 from .leaves import declared_names
 from .report import ShapeIssue, ShapeReport
+from .user_code import def_line, shown
 
 __all__ = ["main"]
 
@@ -77,6 +82,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "for more (as check_with(constraints=...) for one function)",
     )
     check.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help="the time bound of each function's check (default "
+        f"{DEFAULT_TIMEOUT:g}; 0 for none): a function past it is reported as "
+        "not checked (skipped), and the others are checked",
+    )
+    check.add_argument(
         "--fail-on-skip",
         action="store_true",
         help="exit 1 when a function could not be checked (skipped), as on an error",
@@ -98,6 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             options.allow_empty,
             tuple(options.constraint),
             options.fail_on_skip,
+            options.timeout,
         )
     except _UsageError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -113,6 +128,7 @@ def _run(
     allow_empty: bool,
     constraints: tuple[str, ...] = (),
     fail_on_skip: bool = False,
+    timeout: float = 0,
 ) -> int:
     sources = [_sources(target) for target in targets]  # every path first
     failed: list[ShapeIssue] = []
@@ -121,7 +137,7 @@ def _run(
     # `--format json` stays JSON).
     with contextlib.redirect_stdout(sys.stderr):
         modules = [m for found in sources for m in _import(found, failed)]
-        reports = [_check(fun, constraints) for fun in _functions(modules)]
+        reports = [_bounded(fun, constraints, timeout) for fun in _functions(modules)]
     if not reports and not failed and not allow_empty:
         failed.append(_nothing_found(targets))
     problems = [*failed, *(p for report in reports for p in report.problems)]
@@ -162,24 +178,70 @@ def _as_json(problem: ShapeIssue) -> dict[str, Any]:
     }
 
 
+#: The time bound of one function's check, in seconds (`--timeout`).
+DEFAULT_TIMEOUT = 120.0
+
+
+class _PastBound(BaseException):
+    """Raised in the check when its time bound is past: a BaseException, so
+    that no `except Exception` on the way (the checker's, JAX's, the
+    user's) takes it for a failure of the code checked."""
+
+
+def _past_bound(signum: int, frame: FrameType | None) -> None:
+    raise _PastBound
+
+
+def _bounded(fun: Any, constraints: tuple[str, ...], timeout: float) -> ShapeReport:
+    """`_check(fun)` within `timeout` seconds (none where 0, or where there is
+    no SIGALRM: off the main thread, on Windows): past it, a note that the
+    function was not checked."""
+    armed = (
+        timeout > 0
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
+    if not armed:
+        return _check(fun, constraints)
+    previous = signal.signal(signal.SIGALRM, _past_bound)
+    # Again every second past the bound: Python ignores what a handler raises
+    # inside a garbage-collection callback (JAX runs one), so one may be lost.
+    signal.setitimer(signal.ITIMER_REAL, timeout, 1.0)
+    try:
+        try:
+            return _check(fun, constraints)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except _PastBound:  # (one raised while disarming is caught here too)
+        return _not_checked(
+            fun,
+            f"skipped: its check ran past the time bound of {timeout:g} s; give "
+            "a longer one with --timeout SECONDS",
+        )
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+
+
 def _check(fun: Any, constraints: tuple[str, ...] = ()) -> ShapeReport:
     try:
         return check_shapes(fun, constraints=_theirs(fun, constraints))
     except Exception as error:  # a crash of the checker is treespec's bug
-        code = getattr(
-            inspect.unwrap(getattr(fun, "__wrapped__", fun)), "__code__", None
-        )
-        name = getattr(fun, "__qualname__", repr(fun))
-        issue = ShapeIssue(
-            "note",
-            code.co_filename if code else "<unknown>",
-            code.co_firstlineno if code else 0,
-            name,
+        return _not_checked(
+            fun,
             f"skipped: the checker failed ({type(error).__name__}: {error}); "
             "this is a bug of treespec's, please report it",
-            skipped=True,
         )
-        return ShapeReport(name, (issue,))
+
+
+def _not_checked(fun: Any, message: str) -> ShapeReport:
+    """A report of `fun` not checked, at its definition."""
+    inner = inspect.unwrap(getattr(fun, "__wrapped__", fun))
+    code = getattr(inner, "__code__", None)
+    name = getattr(fun, "__qualname__", repr(fun))
+    file = shown(code.co_filename) if code else "<unknown>"
+    line = def_line(inner, code.co_firstlineno if code else 0)
+    issue = ShapeIssue("note", file, line, name, message, skipped=True)
+    return ShapeReport(name, (issue,))
 
 
 def _theirs(fun: Any, constraints: tuple[str, ...]) -> tuple[str, ...]:
