@@ -823,8 +823,7 @@ def _interrupted_check(
     import time
 
     (tmp_path / "slow.py").write_text(
-        "import treespec\nfrom pathlib import Path\n"
-        f"Path('started').touch()\n{source}"
+        f"import treespec\nfrom pathlib import Path\nPath('started').touch()\n{source}"
     )
     process = subprocess.Popen(
         [sys.executable, "-m", "treespec", "check", "slow.py"],
