@@ -4,6 +4,7 @@ holds several times, as jaxtyping checks each instance at its `__init__`."""
 
 from __future__ import annotations
 
+import re
 from typing import TypedDict
 
 import equinox as eqx
@@ -164,3 +165,23 @@ def test_the_shape_checker_takes_a_given_stack_with_the_same_scopes() -> None:
     bad = eqx.tree_at(lambda m: m.layers[1].weight, MODEL, jnp.ones((8, 3)))
     report = treespec.check_shapes(forward, model=bad, x=jnp.ones(2))
     assert not report.ok, str(report)
+
+
+class _Dense(eqx.Module):
+    w: Float[Array, "i o"]
+
+
+class _TwoLayers(eqx.Module):
+    layers: tuple[_Dense, _Dense]
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "b d"]) -> Float[Array, "b d"]:
+        h = x @ self.layers[0].w
+        h = h + jnp.ones(10)  # the bug: a width hard-coded
+        return h @ self.layers[1].w
+
+
+def test_an_error_about_a_layers_own_size_names_it_as_the_user_reads_it() -> None:
+    (error,) = treespec.check_shapes(_TwoLayers.__call__).errors
+    assert "o of self.layers[0]" in error.message, error.message
+    assert not re.search(r"\w__\d", error.message), error.message

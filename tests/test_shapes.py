@@ -2237,3 +2237,41 @@ def test_the_relation_a_chain_finds_is_suggested_in_syntax_jax_takes() -> None:
     report = treespec.check_shapes(_grouped_conv, constraints=("c == 4*g",))
     assert report.errors == (), str(report)
     assert "c_out" in report.notes[0].message, str(report)
+
+
+@treespec.jit
+def small_halves(x: Float[Array, "n"]) -> Float[Array, "n"]:
+    if x.shape[0] // 2 > 5:
+        return x[:1]  # runs only where n // 2 <= 5
+    return x * 2
+
+
+@treespec.jit
+def longer(x: Float[Array, "n"], y: Float[Array, "m"]) -> Float[Array, "n"]:
+    if 2 * x.shape[0] > y.shape[0] + 10:
+        return x * 2
+    return x[:1]  # runs only where 2n > m + 10
+
+
+def _suggested(fun: Any) -> str:
+    (note,) = treespec.check_shapes(fun).notes
+    found = re.search(r"constraints=\('(.+?)',\)", note.message)
+    assert found, note.message
+    return found.group(1)
+
+
+def test_a_threshold_written_with_floor_division_suggests_the_side_that_runs() -> None:
+    # JAX writes `x.shape[0] // 2 > 5` as floordiv(n, 2): the note gives the
+    # side the code ran at, and stated, it checks.
+    relation = _suggested(small_halves)
+    assert relation == "floordiv(n, 2) <= 5", relation
+    assert treespec.check_shapes(small_halves, constraints=(relation,)).ok
+
+
+def test_a_strict_comparison_of_two_sizes_suggests_that_comparison() -> None:
+    # `2 * n > m + 10` is no parity: it is 2*n >= m + 11, said as the code
+    # compares, and stated, it checks.
+    relation = _suggested(longer)
+    assert "2*k" not in relation and ">=" in relation, relation
+    report = treespec.check_shapes(longer, constraints=(relation,))
+    assert report.problems == (), str(report)

@@ -125,8 +125,8 @@ def suggestion(
     left, op, right = compared.groups()
     if op in (">", "<") and right.lstrip("-").isdigit():  # `n > 2` is n >= 3
         op, right = op + "=", str(int(right) + (1 if op == ">" else -1))
-    elif op in (">", "<"):
-        return f"{name} == 2*k"
+    elif op in (">", "<"):  # sizes are integers: `a > b` is `a >= b + 1`
+        op, right = op + "=", f"{right} {'+' if op == '>' else '-'} 1"
     held = _holds(left, op, right, runs_at or {})
     if held is False and op != "==":  # the code ran on the other side
         if right.lstrip("-").isdigit():
@@ -143,13 +143,28 @@ def _holds(left: str, op: str, right: str, sizes: Mapping[str, int]) -> bool | N
 
     def size(match: re.Match[str]) -> str:
         nonlocal unknown
+        if match.group(0) in _FUNCTIONS:  # JAX's `floordiv(n, 2)`, `max(a, b)`
+            return match.group(0)
         unknown = unknown or match.group(0) not in sizes
         return str(sizes.get(match.group(0), 0))
 
     text = re.sub(r"[A-Za-z_]\w*", size, f"({left}) {op} ({right})")
-    if unknown or not sizes or not re.fullmatch(r"[\d\s+\-*/%()<>=]+", text):
+    plain = re.sub(r"\b(?:floordiv|mod|max|min)\(", "(", text)
+    if unknown or not sizes or not re.fullmatch(r"[\d\s+\-*/%()<>=,]+", plain):
         return None
-    return bool(eval(text, {"__builtins__": {}}))  # digits and operators only
+    try:  # digits, operators and JAX's four functions only
+        return bool(eval(text, {"__builtins__": {}, **_FUNCTIONS}))
+    except Exception:
+        return None
+
+
+#: The functions JAX writes sizes with.
+_FUNCTIONS: dict[str, Any] = {
+    "floordiv": lambda a, b: a // b,
+    "mod": lambda a, b: a % b,
+    "max": max,
+    "min": min,
+}
 
 
 #: Where a message of JAX's names two shapes it found unequal.
