@@ -718,9 +718,21 @@ def test_the_check_imports_every_file_and_checks_every_function(
 
 _OPT_STATE = "skipped: opt_state (optax.OptState) has no value to be built from"
 
+#: A bug that one size of a constructor's, solved, makes run (DESIGN: an
+#: unknown solved beside a named size too, never an error at a guess).
+_UNTOLD = (
+    "a note under DESIGN's 'an error is certain' (issue 56): {rel} makes it "
+    "run, and no annotation tells the two sizes apart, so the bug shows as the "
+    "note's assumption '{rel}', not as an error"
+)
+
 #: Bugs the checker does not report as an error at their line.
 MISSED: dict[tuple[str, str], str] = {
     ("train_step", "train_step_accuracy"): _OPT_STATE,
+    ("eqx_layers", "apply_block_no_fc2"): _UNTOLD.format(rel="hidden_size == d_model"),
+    ("eqx_layers", "RNNLastInput.__call__"): _UNTOLD.format(
+        rel="hidden_size == in_size"
+    ),
     ("vit_patch", "vit_embed_same"): (
         "a note, as for the clean vit_embed: the position embeddings' n is a "
         "size of its own that no annotation ties to the patch count, so SAME "

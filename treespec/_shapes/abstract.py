@@ -338,7 +338,6 @@ class Builder:
         else what its fields could not say (`error`); a refusal of the sizes
         of a run, a `CannotBuild` that names it."""
         self.inits += 1
-        self.taken.start()
         try:
             return by_init(cls, path, self.sizes, self._named, self.assumed)
         except NeedsConcrete:
@@ -349,8 +348,6 @@ class Builder:
             raise CannotBuild(path, str(refused)) from None
         except Exception:
             raise error from None
-        finally:
-            self.taken.done()
 
     def _named(self, name: str, new: bool) -> bool:
         """Whether a constructor's `int` is a dimension (recorded): one the

@@ -266,29 +266,19 @@ def field_defaults(cls: type) -> dict[str, Any]:
 @dataclasses.dataclass
 class Taken:
     """The sizes the constructors of one build took that no annotation of
-    the checked function names: those to solve (`unknown`), and those beside
-    a size the annotations name in the same call (`FeedForward(d, hidden)`
-    beside `"t d"`: `hidden`), dimensions of their own, never solved."""
+    the checked function names: unknowns to solve (DESIGN, "an error is
+    certain"), beside a size the annotations name in the same call too
+    (`FeedForward(d, hidden)` beside `"t d"`: `hidden`, solved where the
+    code needs it, said in a note)."""
 
     unnamed: set[str] = dataclasses.field(default_factory=set)
-    standing: set[str] = dataclasses.field(default_factory=set)
-    _call: list[str | None] = dataclasses.field(default_factory=list)
-
-    def start(self) -> None:
-        """A constructor is run next."""
-        self._call = []
 
     def took(self, name: str, declared: bool, new: bool) -> None:
-        """It took `name`: one the annotations name (`declared`), or not,
-        and then a size first seen here (`new`) or not."""
-        self._call.append(None if declared else name)
+        """A constructor took `name`: one the annotations name (`declared`),
+        or not, and then a size first seen here (`new`) or not."""
         if new and not declared:
             self.unnamed.add(name)
 
-    def done(self) -> None:
-        if None in self._call:  # it named one of the function's sizes
-            self.standing.update(n for n in self._call if n is not None)
-
     @property
     def unknown(self) -> frozenset[str]:
-        return frozenset(self.unnamed - self.standing)
+        return frozenset(self.unnamed)
