@@ -8,7 +8,8 @@ from typing import Any
 
 import equinox as eqx
 import jax
-from jaxtyping import Array, Float
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int
 
 import treespec
 
@@ -143,3 +144,38 @@ def test_solving_ends_when_a_relation_brings_nothing_new() -> None:
     found = solved(trace, lambda _: "text", lambda _: {"in__1": "min(d, 3)"}, relations)
     assert found == "failed" and len(runs) == 2
     assert relations == {"in__1": "min(d, 3)"}
+
+
+class Classifier(eqx.Module):
+    head: eqx.nn.Linear
+
+    def __init__(self, d: int, num_classes: int, *, key: Any = None) -> None:
+        key = jax.random.key(0) if key is None else key
+        self.head = eqx.nn.Linear(d, num_classes, key=key)
+
+    @treespec.jit
+    def loss(self, x: Float[Array, "b d"], y: Int[Array, " b"]) -> Float[Array, ""]:
+        logits = jax.vmap(self.head)(x)
+        targets = jax.nn.one_hot(y, logits.shape[-1])
+        return -jnp.mean(jax.nn.log_softmax(logits) * targets)
+
+    @treespec.jit
+    def loss_bug(self, x: Float[Array, "b d"], y: Int[Array, " b"]) -> Float[Array, ""]:
+        logits = jax.vmap(self.head)(x)
+        targets = jax.nn.one_hot(y, 10)  # the bug: the class count hard-coded
+        return -jnp.mean(jax.nn.log_softmax(logits) * targets)
+
+
+def test_a_count_of_outputs_is_an_unknown_never_1() -> None:
+    # `num_classes` is an output width, not a count of parts: taken as 1, the
+    # hard-coded 10 would broadcast against it and the bug pass in silence.
+    assert treespec.check_shapes(Classifier.loss).problems == ()
+    (error,) = treespec.check_shapes(Classifier.loss_bug).errors
+    assert "(b, num_classes), (b, 10)" in error.message, error.message
+
+
+def test_a_number_the_body_hard_codes_is_never_taken_for_a_size() -> None:
+    # DESIGN: a pass that needs a constructor's size to equal a number the
+    # body hard-codes is an error: a module is built to fit its input.
+    report = treespec.check_shapes(Classifier.loss_bug)
+    assert not any("num_classes == 10" in p.message for p in report.problems)

@@ -56,10 +56,12 @@ class Refused(Exception):
 STAND_INS = (2, 12, 60, 840)
 
 _KEY_NAMES = ("key", "rng", "prng_key", "prngkey")
-#: An `int` parameter that counts things (`num_heads`, `n_layers`, `depth`):
-#: its default, else 1; any other `int` is a size.
+#: An `int` parameter that counts a model's parts or sets a layer's geometry
+#: (`num_heads`, `n_layers`, `depth`, `stride`): its default, else 1; any
+#: other `int` is a size, an unknown to solve, never guessed (`num_classes`
+#: and `num_actions` are output widths, not counts of parts).
 _COUNT = re.compile(
-    r"^(num|n)_|_?(heads|layers|blocks|groups|depth|count|steps|stride|"
+    r"_?(heads|layers|blocks|groups|depth|count|steps|stride|"
     r"kernel_size|padding|dilation|axis)$|^(depth|stride|groups|axis)",
     re.I,
 )

@@ -33,13 +33,17 @@ def relations_needed(text: str, unknown: Collection[str] = ()) -> dict[str, str]
     another size (`but c // 1 != channels`: channels must be c). Against
     the return annotation, only an instance's own name (no annotation can
     state it): there a constructor's size is the function's contract
-    broken, a bug."""
+    broken, a bug. Nor a number the body hard-codes."""
     found: dict[str, str] = {}
     body = unequal_sizes(text)
     for a, b in [*body, *_annotation_against_shape(text)]:
         in_body = (a, b) in body
         for name, other in ((a, b), (b, a)):
-            if name in found:
+            if name in found or (in_body and other.strip().isdigit()):
+                # A number the body hard-codes (`one_hot(y, 10)` against a
+                # constructor's `num_classes`) is never a size to take: an
+                # author builds a module to fit its input, not a constant in
+                # its body (DESIGN). The failure stands, an error.
                 continue
             if SCOPED.fullmatch(name) or (in_body and name in unknown):
                 found[name] = other
