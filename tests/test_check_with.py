@@ -265,3 +265,27 @@ def test_a_float_constructor_parameter_takes_a_value_that_is_no_size() -> None:
     assert report.ok and not any(p.skipped for p in report.problems), str(report)
     (note,) = report.notes
     assert "self.rate=1.0 (a float, never a size)" in note.message, str(report)
+
+
+def test_a_builder_that_takes_its_own_parameter_is_refused() -> None:
+    with pytest.raises(TypeError, match="builder of 'opt_state' takes 'opt_state'"):
+        treespec.check_with(opt_state=lambda opt_state: opt_state)(step)
+
+
+def test_stacked_declarations_both_count() -> None:
+    # One decorator says how to build the state, the other the params: the
+    # check uses both (a given Params below, the state from it above).
+    given = {"w": jnp.ones((3, 2)), "b": jnp.ones(2)}
+    f = treespec.check_with(opt_state=lambda params: TX.init(params))(
+        treespec.check_with(params=given)(treespec.jit(step))
+    )
+    report = treespec.check_shapes(f)
+    assert report.problems == (), str(report)
+    # The params given fix n and m: an x of the wrong width is found.
+    assert treespec.check_shapes(f, x=jnp.ones((5, 4))).errors
+
+
+def test_a_value_that_is_not_callable_is_passed_as_it_is() -> None:
+    state = TX.init({"w": jnp.ones((3, 2)), "b": jnp.ones(2)})
+    f = treespec.check_with(opt_state=state)(treespec.jit(step))
+    assert treespec.check_shapes(f).problems == ()

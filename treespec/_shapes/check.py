@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -29,7 +30,7 @@ from .abstract import (
 )
 from .arguments import Target, arguments_of
 from .construct import NeedsConcrete, assumptions_text
-from .declared import constraints_of, declared_of
+from .declared import EquinoxState, constraints_of, declared_of
 from .leaves import declared_names, rounded_names
 from .located import issue_of
 from .outcomes import (
@@ -152,7 +153,16 @@ def _target(fun: Any, statics: Mapping[str, Any]) -> Target:
     line = def_line(inner, code.co_firstlineno if code else 0)
     name = getattr(inner, "__qualname__", spec.name)
     declared = declared_of(inner, spec.params)
+    for param, value in declared.items():
+        # A value declared as it is (no builder) is used as a value given to
+        # check_shapes is (which still wins): its sizes bind the names.
+        if not callable(value) and not isinstance(value, EquinoxState):
+            given.setdefault(param, value)
     return Target(inner, spec, flags, default, given, declared, shown(file), line, name)
+
+
+#: A size divided by 1, as JAX writes a convolution's feature group count.
+_ONE_GROUP = re.compile(r"\b(\w+) // 1\b(?!\d)")
 
 
 class _Checker:
@@ -229,9 +239,12 @@ class _Checker:
         taken = {k: v for k, v in self.relations.items() if k not in self.unusable}
         if taken:
             notes.append(self._at_def("note", relations_text(taken, first.scopes)))
-        # An instance's own names as the user reads them (`out of layers[0]`).
+        # An instance's own names as the user reads them (`out of layers[0]`),
+        # and JAX's `c // 1` (a feature group count of 1) as `c`.
         problems = [
-            dataclasses.replace(p, message=first.scopes.readable(p.message))
+            dataclasses.replace(
+                p, message=_ONE_GROUP.sub(r"\1", first.scopes.readable(p.message))
+            )
             for p in [*notes, *self.findings.final(len(runs))]
         ]
         defaults = tuple(first.defaults.items())
