@@ -729,6 +729,11 @@ _UNTOLD = (
 #: Bugs the checker does not report as an error at their line.
 MISSED: dict[tuple[str, str], str] = {
     ("train_step", "train_step_accuracy"): _OPT_STATE,
+    ("cnn_pool", "max_pool_same"): (
+        "a note under DESIGN's 'an error is certain' (issue 56): SAME padding's "
+        "ceil(h/2) equals the annotation's h//2 wherever h and w are even, a "
+        "divisibility against the return annotation, said in the note"
+    ),
     ("eqx_layers", "apply_block_no_fc2"): _UNTOLD.format(rel="hidden_size == d_model"),
     ("eqx_layers", "RNNLastInput.__call__"): _UNTOLD.format(
         rel="hidden_size == in_size"

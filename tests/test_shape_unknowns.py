@@ -9,6 +9,8 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import pytest
+from flax import nnx
 from jaxtyping import Array, Float, Int
 
 import treespec
@@ -179,3 +181,107 @@ def test_a_number_the_body_hard_codes_is_never_taken_for_a_size() -> None:
     # body hard-codes is an error: a module is built to fit its input.
     report = treespec.check_shapes(Classifier.loss_bug)
     assert not any("num_classes == 10" in p.message for p in report.problems)
+
+
+# The false errors of issue 56's never-seen corpora, each beside a twin whose
+# bug the annotations can see, which stays an error.
+
+
+class EqxConv(eqx.Module):
+    conv: eqx.nn.Conv2d
+
+    def __init__(self, in_channels: int, out_channels: int, *, key: Any = None) -> None:
+        key = jax.random.key(0) if key is None else key
+        self.conv = eqx.nn.Conv2d(in_channels, out_channels, 3, padding=1, key=key)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "c h w"]) -> Float[Array, "o h w"]:
+        return self.conv(x)
+
+    @treespec.jit
+    def swapped(self, x: Float[Array, "c h w"]) -> Float[Array, "o h w"]:
+        return self.conv(x).transpose(0, 2, 1)  # the bug: h and w swapped
+
+
+class NnxConv(nnx.Module):
+    def __init__(self, in_channels: int, out_channels: int, *, rngs: nnx.Rngs) -> None:
+        self.conv = nnx.Conv(
+            in_channels, out_channels, (3, 3), padding="SAME", rngs=rngs
+        )
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "b h w c"]) -> Float[Array, "b h w o"]:
+        return self.conv(x)
+
+    @treespec.jit
+    def swapped(self, x: Float[Array, "b h w c"]) -> Float[Array, "b h w o"]:
+        return self.conv(x).transpose(0, 2, 1, 3)  # the bug: h and w swapped
+
+
+class Norm(eqx.Module):
+    norm: eqx.nn.LayerNorm
+
+    def __init__(self, latent_dim: int) -> None:
+        self.norm = eqx.nn.LayerNorm(latent_dim)
+
+    @treespec.jit
+    def __call__(self, z: Float[Array, "b m d_lat"]) -> Float[Array, "b m d_lat"]:
+        return jax.vmap(jax.vmap(self.norm))(z)
+
+    @treespec.jit
+    def swapped(self, z: Float[Array, "b m d_lat"]) -> Float[Array, "b m d_lat"]:
+        return jax.vmap(jax.vmap(self.norm))(z).transpose(1, 0, 2)  # the bug
+
+
+class Residual(eqx.Module):
+    weight: Float[Array, "d d"]
+
+
+class Stack(eqx.Module):
+    layers: tuple[Residual, ...]
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "batch d"]) -> Float[Array, "batch d"]:
+        for layer in self.layers:
+            x = x + x @ layer.weight
+        return x
+
+    @treespec.jit
+    def transposed(self, x: Float[Array, "batch d"]) -> Float[Array, "batch d"]:
+        for layer in self.layers:
+            x = x + x @ layer.weight
+        return x.T  # the bug
+
+
+class Cache(eqx.Module):
+    @treespec.jit
+    def write(
+        self, cache: Float[Array, "max_len d"], new: Float[Array, "t d"]
+    ) -> Float[Array, "max_len d"]:
+        return jax.lax.dynamic_update_slice(cache, new, (0, 0))
+
+    @treespec.jit
+    def write_bug(
+        self, cache: Float[Array, "max_len d"], new: Float[Array, "t d"]
+    ) -> Float[Array, "max_len d"]:
+        return new  # the bug: the update, not the cache written with it
+
+
+@pytest.mark.parametrize(
+    ("clean", "assumed", "twin"),
+    [
+        (EqxConv.__call__, "in_channels == c", EqxConv.swapped),
+        (NnxConv.__call__, "in_channels == c", NnxConv.swapped),
+        (Norm.__call__, "latent_dim == d_lat", Norm.swapped),
+        (Stack.__call__, "d of self.layers[0] == d", Stack.transposed),
+        (Cache.write, "t <= max_len", Cache.write_bug),
+    ],
+    ids=["equinox conv", "nnx conv", "norm", "square layers", "cache"],
+)
+def test_a_size_its_author_decides_is_a_note_and_a_visible_bug_an_error(
+    clean: Any, assumed: str, twin: Any
+) -> None:
+    report = treespec.check_shapes(clean)
+    assert report.ok, str(report)
+    assert any(assumed in note.message for note in report.notes), str(report)
+    assert treespec.check_shapes(twin).errors, str(treespec.check_shapes(twin))

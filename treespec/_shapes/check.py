@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -30,13 +29,16 @@ from .abstract import (
 )
 from .arguments import Target, arguments_of
 from .construct import NeedsConcrete, assumptions_text
-from .declared import EquinoxState, constraints_of, declared_of
+from .declared import constraints_of, declared_of, values_declared
 from .leaves import declared_names, rounded_names
 from .located import issue_of
 from .outcomes import (
     first_lines,
+    ordering_needed,
+    ordering_note,
     relation_note,
     skipped_text,
+    ungrouped,
     unstated_relation,
     unusable_note,
 )
@@ -153,16 +155,8 @@ def _target(fun: Any, statics: Mapping[str, Any]) -> Target:
     line = def_line(inner, code.co_firstlineno if code else 0)
     name = getattr(inner, "__qualname__", spec.name)
     declared = declared_of(inner, spec.params)
-    for param, value in declared.items():
-        # A value declared as it is (no builder) is used as a value given to
-        # check_shapes is (which still wins): its sizes bind the names.
-        if not callable(value) and not isinstance(value, EquinoxState):
-            given.setdefault(param, value)
+    given = {**values_declared(declared), **given}  # a value given still wins
     return Target(inner, spec, flags, default, given, declared, shown(file), line, name)
-
-
-#: A size divided by 1, as JAX writes a convolution's feature group count.
-_ONE_GROUP = re.compile(r"\b(\w+) // 1\b(?!\d)")
 
 
 class _Checker:
@@ -242,9 +236,7 @@ class _Checker:
         # An instance's own names as the user reads them (`out of layers[0]`),
         # and JAX's `c // 1` (a feature group count of 1) as `c`.
         problems = [
-            dataclasses.replace(
-                p, message=_ONE_GROUP.sub(r"\1", first.scopes.readable(p.message))
-            )
+            dataclasses.replace(p, message=ungrouped(first.scopes.readable(p.message)))
             for p in [*notes, *self.findings.final(len(runs))]
         ]
         defaults = tuple(first.defaults.items())
@@ -278,6 +270,15 @@ class _Checker:
         return issue_of(self.t, self.splitter, error, traced.stage, (args, kwargs))
 
     def _one(
+        self, run: Run, sizes: dict[str, Any], free: list[str], fixed: dict[str, Any]
+    ) -> Any:
+        found = self._one_run(run, sizes, free, fixed)
+        error = isinstance(found, ShapeIssue) and found.severity == "error"
+        if error and (orderings := ordering_needed(found.message, self.declared)):
+            return ordering_note(found, orderings)
+        return found
+
+    def _one_run(
         self, run: Run, sizes: dict[str, Any], free: list[str], fixed: dict[str, Any]
     ) -> Any:
         """One run: symbolic first, at concrete witnesses where JAX's

@@ -29,35 +29,26 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
-import importlib.util
 import inspect
 import json
-import os
-import pkgutil
 import re
 import signal
 import sys
 import threading
-import traceback
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from types import FrameType, ModuleType
-from typing import Any, NamedTuple
+from typing import Any
 
 from .._model.errors import plural
 from .._transforms.base import Transformed
 from .check import check_shapes
 from .declared import innermost
+from .files import UsageError, import_all, sources
 from .leaves import declared_names
 from .report import ShapeIssue, ShapeReport
 from .user_code import def_line, shown
 
 __all__ = ["main"]
-
-
-class _UsageError(Exception):
-    """What exits 2: the command was given something it cannot check."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -114,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             options.fail_on_skip,
             options.timeout,
         )
-    except _UsageError as error:
+    except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -130,13 +121,13 @@ def _run(
     fail_on_skip: bool = False,
     timeout: float = 0,
 ) -> int:
-    sources = [_sources(target) for target in targets]  # every path first
+    given = [sources(target) for target in targets]  # every path first
     failed: list[ShapeIssue] = []
     # What the checked code prints, at import or while traced, is its own
     # output: on stderr, so that the command's output stays its findings (and
     # `--format json` stays JSON).
     with contextlib.redirect_stdout(sys.stderr):
-        modules = [m for found in sources for m in _import(found, failed)]
+        modules = [m for found in given for m in import_all(found, failed)]
         reports = [_bounded(fun, constraints, timeout) for fun in _functions(modules)]
     if not reports and not failed and not allow_empty:
         failed.append(_nothing_found(targets))
@@ -255,177 +246,6 @@ def _theirs(fun: Any, constraints: tuple[str, ...]) -> tuple[str, ...]:
 
 
 _NAME = re.compile(r"[A-Za-z_]\w*")
-
-
-#: Folders a folder's walk never enters (besides hidden ones and virtual
-#: environments, which hold a `pyvenv.cfg`).
-SKIPPED_FOLDERS = frozenset(
-    {"site-packages", "build", "dist", "__pycache__", "node_modules"}
-)
-
-
-class _Module(NamedTuple):
-    """A module imported by its dotted name: a package (its modules walked
-    too), or a file of a package; a failure to import it is reported at
-    `where`, the path or name given."""
-
-    name: str
-    where: str
-    walk: bool = False
-
-
-def _sources(target: str) -> list[Path | _Module]:
-    """What a target names, checked before anything is imported: `.py`
-    files (a file, or those of a folder that is not a package), each as the
-    module it is where it lies in a package, or a package to walk (a folder
-    that is one, or a dotted name)."""
-    path = Path(target)
-    if path.is_file():
-        return [_module_of(path) or path]
-    if path.is_dir():
-        if (path / "__init__.py").is_file():
-            module = _module_of(path / "__init__.py")
-            assert module is not None  # the folder is a package
-            return [_Module(module.name, target, walk=True)]
-        return [_module_of(file) or file for file in _python_files(path)]
-    dotted = target.split(".")
-    if target.endswith(".py") or not all(part.isidentifier() for part in dotted):
-        raise _UsageError(f"{target}: no such file or directory")
-    if importlib.util.find_spec(dotted[0]) is None:
-        raise _UsageError(f"{target}: no such file, directory or module")
-    return [_Module(target, target, walk=True)]
-
-
-def _module_of(path: Path) -> _Module | None:
-    """A file of a package as the module it is, found as mypy and pytest find
-    it: up its folders while they hold an `__init__.py`; the folder above the
-    top package goes on `sys.path`. None for a file that is no package's."""
-    folder = path.resolve().parent
-    names = [] if path.name == "__init__.py" else [path.stem]
-    while (folder / "__init__.py").is_file():
-        names.insert(0, folder.name)
-        folder = folder.parent
-    if folder == path.resolve().parent or not all(n.isidentifier() for n in names):
-        return None
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
-    return _Module(".".join(names), str(path))
-
-
-def _python_files(folder: Path) -> list[Path]:
-    found = []
-    for root, folders, files in os.walk(folder):
-        folders[:] = sorted(
-            name
-            for name in folders
-            if not name.startswith(".")
-            and name not in SKIPPED_FOLDERS
-            and not (Path(root) / name / "pyvenv.cfg").exists()
-        )
-        found += [Path(root) / name for name in sorted(files) if name.endswith(".py")]
-    return found
-
-
-def _names_treespec(path: str | Path | None) -> bool:
-    """Whether a source file names treespec: one that never does has no
-    function to check and is never imported (a `setup.py`, a script with
-    required arguments: importing runs their top level)."""
-    if path is None or not str(path).endswith(".py"):
-        return True  # no source to read (a compiled module): imported
-    try:
-        return b"treespec" in Path(path).read_bytes()
-    except OSError:
-        return True  # imported, and its own error reported there
-
-
-def _import(found: list[Path | _Module], failed: list[ShapeIssue]) -> list[ModuleType]:
-    """The modules of one target; a file that cannot be imported is an error
-    in `failed`, and the others are imported all the same."""
-    modules = []
-    for source in found:
-        if isinstance(source, _Module):
-            modules += _import_module(source, failed)
-        elif not _names_treespec(source):
-            continue
-        elif (module := _import_file(source, failed)) is not None:
-            modules.append(module)
-    return modules
-
-
-def _import_file(path: Path, failed: list[ShapeIssue]) -> ModuleType | None:
-    name = path.stem
-    if name in sys.modules or not name.isidentifier():
-        name = f"treespec_check_{abs(hash(str(path.resolve())))}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise _UsageError(f"{path}: not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses and forward references look here
-    sys.path.insert(0, str(path.resolve().parent))  # its sibling modules
-    argv, sys.argv = sys.argv, [str(path)]  # as `python FILE` runs it
-    try:
-        spec.loader.exec_module(module)
-    except (Exception, SystemExit) as error:  # the user's module, at import
-        del sys.modules[name]
-        failed.append(_import_error(str(path), error))
-        return None
-    finally:
-        sys.argv = argv
-    return module
-
-
-def _import_module(source: _Module, failed: list[ShapeIssue]) -> list[ModuleType]:
-    if not source.walk and not _names_treespec(source.where):
-        return []  # a file of a package that never names treespec
-    try:
-        package = importlib.import_module(source.name)
-    except (Exception, SystemExit) as error:
-        failed.append(_import_error(source.where, error))
-        return []
-    modules = [package]
-    if not source.walk:
-        return modules
-    for info in pkgutil.walk_packages(
-        getattr(package, "__path__", []),
-        prefix=f"{source.name}.",
-        onerror=lambda _: None,
-    ):
-        if not info.ispkg and not _names_treespec(_origin(info)):
-            continue
-        try:
-            modules.append(importlib.import_module(info.name))
-        except (Exception, SystemExit) as error:
-            failed.append(_import_error(info.name, error))
-    return modules
-
-
-def _origin(info: pkgutil.ModuleInfo) -> str | None:
-    """The source file of a module a package's walk found, unimported."""
-    try:
-        spec = importlib.util.find_spec(info.name)  # its packages are imported
-    except (Exception, SystemExit):
-        return None  # imported, and its own error reported there
-    return None if spec is None else spec.origin
-
-
-def _import_error(where: str, error: BaseException) -> ShapeIssue:
-    """A module that could not be imported, as an error at the line of its
-    own that raised (or its first line): nothing in it was checked."""
-    line = 1
-    target = str(Path(where).resolve()) if where.endswith(".py") else None
-    for frame in traceback.extract_tb(error.__traceback__):
-        if target is not None and str(Path(frame.filename).resolve()) == target:
-            line = frame.lineno or 1
-    if isinstance(error, SystemExit):
-        what = f"exited at import (sys.exit({error.code!r}))"
-        fix = (
-            "a checked file is imported, so its top level runs: put a script's "
-            'work under `if __name__ == "__main__":`'
-        )
-    else:
-        what = f"raised {type(error).__name__} at import: {error}"
-        fix = "nothing in it was checked"
-    return ShapeIssue("error", where, line, Path(where).stem, f"{what}; {fix}")
 
 
 def _nothing_found(targets: Sequence[str]) -> ShapeIssue:

@@ -25,6 +25,7 @@ __all__ = [
     "EquinoxState",
     "build_declared",
     "constraints_of",
+    "values_declared",
     "check_with",
     "declared_of",
     "innermost",
@@ -181,6 +182,16 @@ def declared_of(inner: Any, params: Iterable[Param] = ()) -> Mapping[str, Any]:
         if _is_equinox_state(getattr(param.node, "annotation", None))
     }
     return {**implicit, **getattr(innermost(inner), ATTRIBUTE, {})}
+
+
+def values_declared(declared: Mapping[str, Any]) -> dict[str, Any]:
+    """The values declared as they are (no builder): used as values given to
+    `check_shapes` are, so that their sizes bind the names."""
+    return {
+        name: value
+        for name, value in declared.items()
+        if not callable(value) and not isinstance(value, EquinoxState)
+    }
 
 
 def build_declared(builder: Any, built: Mapping[str, Any]) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
 import jax
@@ -22,7 +22,10 @@ from .user_code import raised_by_a_library
 __all__ = [
     "first_lines",
     "outcome",
+    "ordering_needed",
+    "ordering_note",
     "relation_note",
+    "ungrouped",
     "unusable_note",
     "skipped_text",
     "suggestion",
@@ -171,6 +174,11 @@ _FUNCTIONS: dict[str, Any] = {
 _SHAPES = re.compile(r"(?:shapes for broadcasting: |got )\(")
 
 
+#: A layer's check of its own that names both shapes: Equinox's
+#: "Received `shape=(latent_dim,) and `x.shape=(d_lat,)`".
+_RECEIVED = re.compile(r"\bshape=\(([^()]*)\)\W{1,8}and\W{1,8}x\.shape=\(([^()]*)\)")
+
+
 #: JAX's `..., but A != B.`, two sizes it needed equal.
 _UNEQUAL = re.compile(r"\bbut ([^,;()]+?) != ([^,;()]+?)\.?(?= \(|$)")
 
@@ -203,8 +211,14 @@ def unequal_sizes(text: str) -> list[tuple[str, str]]:
     (a, c)`: `("b", "c")`), aligned from the last dimension, equal pairs
     left out."""
     unequal = _UNEQUAL.search(text)
+    received = _RECEIVED.search(text)
     if unequal:  # JAX's `but c // 4 != g`: one size each side (`c // 1` is c)
         groups = [[re.sub(r"\s*//\s*1$", "", side)] for side in unequal.groups()]
+    elif received:  # a layer's own check: Equinox's LayerNorm, `shape == x.shape`
+        groups = [
+            [size.strip() for size in side.split(",") if size.strip()]
+            for side in received.groups()
+        ]
     elif found := _SHAPES.search(text):
         groups = _groups(text[found.end() - 1 :], 2)
     else:
@@ -226,6 +240,56 @@ def relation_note(issue: ShapeIssue, relations: list[str]) -> ShapeIssue:
         f"constraints={tuple(relations)!r} (JAX's syntax), and the check goes on "
         "past this line",
     )
+
+
+#: JAX's refusal of an update larger than what it updates.
+_LARGER = re.compile(
+    r"update shape must be smaller than operand shape, got update shape "
+    r"\(([^()]*)\) for operand shape \(([^()]*)\)"
+)
+
+
+def ordering_needed(text: str, named: Collection[str]) -> list[str]:
+    """The orderings an error needs between sizes the annotations name (a
+    cache written at `t` into `max_len`: `t <= max_len`): never an error
+    (DESIGN: an ordering between named sizes is a note). Empty when a side
+    is no size the annotations name, or when the error is another."""
+    found = _LARGER.search(text)
+    if not found:
+        return []
+    update, operand = (
+        [size.strip() for size in side.split(",")] for side in found.groups()
+    )
+    if len(update) != len(operand):
+        return []
+    orderings = []
+    for small, large in zip(update, operand):
+        if small == large:
+            continue
+        if small not in named or large not in named:
+            return []
+        orderings.append(f"{small} <= {large}")
+    return orderings
+
+
+def ordering_note(issue: ShapeIssue, orderings: list[str]) -> ShapeIssue:
+    """`issue` as the note of the orderings it needs (`ordering_needed`)."""
+    return dataclasses.replace(
+        issue,
+        severity="note",
+        message=f"holds only where {' and '.join(orderings)} ({issue.message}); "
+        f"if the annotations assume it, state it with "
+        f"constraints={tuple(orderings)!r} (JAX's syntax)",
+    )
+
+
+#: A size divided by 1, as JAX writes a convolution's feature group count.
+_ONE_GROUP = re.compile(r"\b(\w+) // 1\b(?!\d)")
+
+
+def ungrouped(text: str) -> str:
+    """`text` with JAX's `c // 1` (one feature group) written `c`."""
+    return _ONE_GROUP.sub(r"\1", text)
 
 
 def unusable_note(issue: ShapeIssue, relations: dict[str, str]) -> ShapeIssue:

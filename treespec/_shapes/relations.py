@@ -57,10 +57,19 @@ _EXPECTED_GOT = re.compile(
 )
 
 
+#: A `ValidationError`'s binding: `with d=d__1 bound by layers[0].weight`.
+_BOUND = re.compile(r"with (\w+)=(\w+) bound by")
+
+
 def _annotation_against_shape(text: str) -> list[tuple[str, str]]:
     """The dimensions a `ValidationError` says differ: each of the
-    annotation's plain dimensions (a name, a number) against the value's."""
-    pairs = []
+    annotation's plain dimensions (a name, a number) against the value's,
+    and a name against the size another leaf bound it to (a sequence's one
+    item built with names of its own, `d__1`, which at run time binds the
+    call's `d`: it holds one instance)."""
+    pairs = [
+        (name, bound) for name, bound in _BOUND.findall(text) if SCOPED.fullmatch(bound)
+    ]
     for written, shape in _EXPECTED_GOT.findall(text):
         tokens, sizes = written.split(), [d.strip() for d in shape.split(",")]
         if len(tokens) != len(sizes) or any(

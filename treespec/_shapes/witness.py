@@ -126,9 +126,8 @@ def decide(
     - Fails at every one: the error, its sizes written as names; a failure
       that is no division first; where all are divisions, the chain
       witnesses decide (`_divided`).
-    - Holds at some: a return that breaks its annotation is an error (the
-      annotation promised every size), unless the code branches on a size;
-      else a note naming the relation: the names that must be even, or the
+    - Holds at some: a note naming the relation, in the body and against
+      the return annotation alike: the names that must be even, or the
       comparison JAX could not decide. Two parity failures are errors:
       one that sets an annotation's rounding of a name that must be even
       against its floor (`rounded`: `(h+1)//2` at h=13 is 7, against 6),
@@ -150,16 +149,10 @@ def decide(
             return _concrete(*plain[0])
         return _divided(trace_at, free, sizes, issue, message)
     held = next(s for s, found in results if not isinstance(found, ShapeIssue))
-    branched = re.search(r"comparison '.+?' [<>=!]=? '.+?'", symbolic)
-    if (
-        issue.severity == "error"
-        and issue.message.startswith("the return value")
-        and not branched
-    ):
-        # A promise the annotation makes at every size, broken at some (SAME
-        # padding's ceil(h/2) against `h//2` at an odd h): no relation, where
-        # the code does not branch on a size (`if n > 12`).
-        return _concrete(sizes, issue)
+    # A return that breaks its annotation at some sizes only (SAME padding's
+    # ceil(h/2) against `h//2` at an odd h) is a divisibility against the
+    # return annotation: a note (DESIGN, "an error is certain"), as in the
+    # body.
     parity = _even(trace_at, results[0][0]) if held is results[1][0] else None
     if parity:
         even = parity.names
