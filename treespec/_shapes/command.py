@@ -122,6 +122,8 @@ def _run(
     timeout: float = 0,
 ) -> int:
     given = [sources(target) for target in targets]  # every path first
+    for constraint in constraints:  # and every relation, before any import
+        _parsed(constraint)
     failed: list[ShapeIssue] = []
     # What the checked code prints, at import or while traced, is its own
     # output: on stderr, so that the command's output stays its findings (and
@@ -246,6 +248,24 @@ def _theirs(fun: Any, constraints: tuple[str, ...]) -> tuple[str, ...]:
 
 
 _NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def _parsed(constraint: str) -> None:
+    """Raise `UsageError` for a `--constraint` JAX cannot read."""
+    import jax
+
+    names = dict.fromkeys(
+        n
+        for n in _NAME.findall(constraint)
+        if n not in ("floordiv", "mod", "max", "min")
+    )
+    try:
+        jax.export.symbolic_shape(", ".join(names) or "_", constraints=(constraint,))
+    except Exception as error:
+        raise UsageError(
+            f"--constraint {constraint!r}: not a relation JAX reads ({error}); "
+            "write it in JAX's syntax, e.g. 'n == 2*k' or 'b >= 2'"
+        ) from None
 
 
 def _nothing_found(targets: Sequence[str]) -> ShapeIssue:
