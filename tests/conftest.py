@@ -15,8 +15,8 @@ import jax
 import pytest
 
 from treespec._runtime.api import spec_for
-from treespec._runtime.flags import normalize_flags
-from treespec._runtime.planning import build_plan
+from treespec._runtime.planning.build import build_plan
+from treespec._runtime.reading.flags import normalize_flags
 
 
 def resolve(

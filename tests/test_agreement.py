@@ -241,22 +241,43 @@ def _source() -> str:
 
 @pytest.fixture(scope="module")
 def cases_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder holding every case module of this file."""
     folder = tmp_path_factory.mktemp("agreement")
     (folder / "agreement_cases.py").write_text(_source())
+    (folder / "flag_cases.py").write_text(_flag_source())
+    (folder / "field_cases.py").write_text(_field_source()[0])
+    (folder / "definition_cases.py").write_text(_definition_source()[0])
     return folder
 
 
-def _error_codes(folder: Path, name: str) -> dict[int, list[str]]:
-    """The error codes mypy (with the plugin) reports, by line of `name`.py."""
-    config = folder / "mypy.ini"
+#: One error mypy reports: the file, the line, the message, the code.
+_ERROR = re.compile(r"^(?:.*[/\\])?(\w+)\.py:(\d+): error: (.*)  \[([a-z-]+)\]$")
+
+
+@pytest.fixture(scope="module")
+def plugin_errors(cases_dir: Path) -> dict[str, dict[int, list[tuple[str, str]]]]:
+    """What mypy (with the plugin) reports, run once over every case module:
+    `(code, message)` by module name and line."""
+    config = cases_dir / "mypy.ini"
     config.write_text("[mypy]\nplugins = treespec.mypy_plugin\n")
-    done = run_mypy(folder / f"{name}.py", config, folder)
-    found: dict[int, list[str]] = {}
+    done = run_mypy(cases_dir, config, cases_dir)
+    found: dict[str, dict[int, list[tuple[str, str]]]] = {}
     for line in done.stdout.splitlines():
-        match = re.match(rf"^.*{name}\.py:(\d+): error: .*\[([a-z-]+)\]$", line)
+        match = _ERROR.match(line)
         assert match, line
-        found.setdefault(int(match[1]), []).append(match[2])
+        name, number, message, code = match.groups()
+        found.setdefault(name, {}).setdefault(int(number), []).append((code, message))
     return found
+
+
+def _error_codes(
+    errors: dict[str, dict[int, list[tuple[str, str]]]], name: str
+) -> dict[int, list[str]]:
+    """The error codes mypy reports, by line of `name`.py."""
+    return {
+        line: [code for code, _ in found]
+        for line, found in errors.get(name, {}).items()
+    }
 
 
 def _load(folder: Path, name: str) -> Any:
@@ -270,9 +291,11 @@ def _load(folder: Path, name: str) -> Any:
 
 
 @pytest.fixture(scope="module")
-def plugin_lines(cases_dir: Path) -> dict[int, list[str]]:
+def plugin_lines(
+    plugin_errors: dict[str, dict[int, list[tuple[str, str]]]],
+) -> dict[int, list[str]]:
     """The treespec error codes mypy reports, by line of the cases module."""
-    return _error_codes(cases_dir, "agreement_cases")
+    return _error_codes(plugin_errors, "agreement_cases")
 
 
 @pytest.fixture(scope="module")
@@ -471,12 +494,10 @@ def _flag_line_of(i: int) -> int:
 
 @pytest.fixture(scope="module")
 def flag_module(
-    tmp_path_factory: pytest.TempPathFactory,
+    cases_dir: Path, plugin_errors: dict[str, dict[int, list[tuple[str, str]]]]
 ) -> tuple[Any, dict[int, list[str]]]:
-    folder = tmp_path_factory.mktemp("flag_agreement")
-    (folder / "flag_cases.py").write_text(_flag_source())
-    found = _error_codes(folder, "flag_cases")
-    return _load(folder, "flag_cases"), found
+    found = _error_codes(plugin_errors, "flag_cases")
+    return _load(cases_dir, "flag_cases"), found
 
 
 @pytest.mark.parametrize(
@@ -733,14 +754,12 @@ def _field_source() -> tuple[str, list[range]]:
 
 @pytest.fixture(scope="module")
 def field_module(
-    tmp_path_factory: pytest.TempPathFactory,
+    cases_dir: Path, plugin_errors: dict[str, dict[int, list[tuple[str, str]]]]
 ) -> tuple[Any, dict[int, list[str]]]:
-    folder = tmp_path_factory.mktemp("field_agreement")
-    (folder / "field_cases.py").write_text(_field_source()[0])
-    found = _error_codes(folder, "field_cases")
+    found = _error_codes(plugin_errors, "field_cases")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        return _load(folder, "field_cases"), found
+        return _load(cases_dir, "field_cases"), found
 
 
 @pytest.mark.parametrize(
@@ -848,22 +867,10 @@ def _definition_source() -> tuple[str, list[range]]:
 
 @pytest.fixture(scope="module")
 def definition_lines(
-    tmp_path_factory: pytest.TempPathFactory,
+    plugin_errors: dict[str, dict[int, list[tuple[str, str]]]],
 ) -> dict[int, list[tuple[str, str]]]:
     """`(code, message)` of each error mypy reports, by line."""
-    folder = tmp_path_factory.mktemp("definition_agreement")
-    (folder / "definition_cases.py").write_text(_definition_source()[0])
-    config = folder / "mypy.ini"
-    config.write_text("[mypy]\nplugins = treespec.mypy_plugin\n")
-    done = run_mypy(folder / "definition_cases.py", config, folder)
-    found: dict[int, list[tuple[str, str]]] = {}
-    for line in done.stdout.splitlines():
-        match = re.match(
-            r"^.*definition_cases\.py:(\d+): error: (.*)  \[([a-z-]+)\]$", line
-        )
-        assert match, line
-        found.setdefault(int(match[1]), []).append((match[3], match[2]))
-    return found
+    return plugin_errors.get("definition_cases", {})
 
 
 @pytest.mark.parametrize(

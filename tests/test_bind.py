@@ -1,4 +1,4 @@
-"""The bound call (`treespec._runtime.bind`): one key however the arguments
+"""The bound call (`treespec._runtime.calling.bind`): one key however the arguments
 are passed."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 import treespec
 from treespec import Dynamic, Static
-from treespec._runtime.bind import Binder
+from treespec._runtime.calling.bind import Binder
 
 
 def test_defaults_and_keywords_make_one_trace(counter: dict[str, int]) -> None:

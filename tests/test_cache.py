@@ -1,4 +1,5 @@
-"""The cache belongs to the wrapped function (`treespec._runtime.cache`), as in JAX."""
+"""The cache belongs to the wrapped function
+(`treespec._runtime.calling.cache`), as in JAX."""
 
 from __future__ import annotations
 
@@ -253,7 +254,7 @@ def test_a_dropped_jitted_function_goes_without_waiting_for_a_collection() -> No
 
 
 def test_at_most_max_variants_option_sets_are_kept_the_oldest_released() -> None:
-    from treespec._runtime import cache
+    from treespec._runtime.calling import cache
 
     def f(x: jax.Array) -> jax.Array:
         return x + 1

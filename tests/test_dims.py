@@ -1,11 +1,11 @@
-"""`_runtime/dims.py`: which dimensions an annotation binds, and whom to blame when
-the leaves of one call disagree on a dimension."""
+"""`_runtime/checking/dims.py`: which dimensions an annotation binds, and whom to
+blame when the leaves of one call disagree on a dimension."""
 
 from __future__ import annotations
 
 from jaxtyping import Array, Float
 
-from treespec._runtime.dims import Binding, blame, bound_dims
+from treespec._runtime.checking.dims import Binding, blame, bound_dims
 
 
 def test_a_variadic_name_binds_only_the_leading_dimensions() -> None:

@@ -7,7 +7,11 @@ The layers (DESIGN's Layout; each package's docstring says the same):
 
 - `treespec._model`, the JAX-free spec model: the standard library only;
 - `treespec.mypy_plugin`: mypy, the standard library and the spec model;
-- `treespec._runtime`: the spec model;
+- `treespec._runtime`: the spec model; inside it, four rooms by when their
+  code runs, each importing only the rooms before it: `reading` (at
+  decoration), `planning` (per tree structure), `checking` (per trace and on
+  a failure), `calling` (every call); its public tools (`api.py`, ...) any
+  room;
 - `treespec._transforms`: the spec model and the runtime; a transform never
   imports another transform's module;
 - `treespec._shapes`, the shape checker: the spec model, the runtime and, of
@@ -39,7 +43,28 @@ MAX_FUNCTION_LINES = 60
 LAYERS: dict[str, set[str]] = {
     "treespec._model": set(),
     "treespec.mypy_plugin": {"treespec._model"},
-    "treespec._runtime": {"treespec._model"},
+    "treespec._runtime": {
+        "treespec._model",
+        "treespec._runtime.reading",
+        "treespec._runtime.planning",
+        "treespec._runtime.checking",
+        "treespec._runtime.calling",
+    },
+    # The runtime's rooms, by when their code runs: each imports only the
+    # rooms that run before it (and less often).
+    "treespec._runtime.reading": {"treespec._model"},
+    "treespec._runtime.planning": {"treespec._model", "treespec._runtime.reading"},
+    "treespec._runtime.checking": {
+        "treespec._model",
+        "treespec._runtime.reading",
+        "treespec._runtime.planning",
+    },
+    "treespec._runtime.calling": {
+        "treespec._model",
+        "treespec._runtime.reading",
+        "treespec._runtime.planning",
+        "treespec._runtime.checking",
+    },
     "treespec._transforms": {"treespec._model", "treespec._runtime"},
     "treespec._shapes": {
         "treespec._model",
@@ -296,27 +321,32 @@ def test_the_checks_find_what_they_look_for(tmp_path: Path) -> None:
 
 def test_the_layer_checks_find_what_they_look_for(tmp_path: Path) -> None:
     edges = {
-        "treespec._model.spec": {"treespec._runtime.plan"},
-        "treespec._runtime.plan": {"treespec._model.spec"},
+        "treespec._model.spec": {"treespec._runtime.planning.plan"},
+        "treespec._runtime.planning.plan": {"treespec._model.spec"},
+        "treespec._runtime.planning.resolve": {"treespec._runtime.calling.routes"},
+        "treespec._runtime.calling.routes": {"treespec._runtime.checking.diagnose"},
         "treespec._runtime.api": {"treespec._transforms.base"},
         "treespec._transforms.jit": {"treespec._transforms.stages"},
         "treespec._transforms.grad": {"treespec._transforms.vmap"},
         "treespec._shapes.check": {"treespec._transforms.base"},
         "treespec._shapes.abstract": {"treespec._transforms.jit"},
-        "treespec.mypy_plugin.nodes": {"treespec._runtime.hints"},
-        "treespec._runtime.hints": {COMMAND},
+        "treespec.mypy_plugin.nodes": {"treespec._runtime.reading.hints"},
+        "treespec._runtime.reading.hints": {COMMAND},
         "treespec.__main__": {COMMAND},
         "treespec": {"treespec._transforms.jit"},
     }
     assert _layering(edges) == [
-        "treespec._model.spec (treespec._model) imports treespec._runtime.plan",
+        "treespec._model.spec (treespec._model) imports "
+        "treespec._runtime.planning.plan",
         "treespec._runtime.api (treespec._runtime) imports treespec._transforms.base",
-        "treespec._runtime.hints imports the command",
+        "treespec._runtime.planning.resolve (treespec._runtime.planning) imports "
+        "treespec._runtime.calling.routes",
+        "treespec._runtime.reading.hints imports the command",
         "treespec._shapes.abstract (treespec._shapes) imports treespec._transforms.jit",
         "treespec._transforms.grad imports another transform, "
         "treespec._transforms.vmap",
         "treespec.mypy_plugin.nodes (treespec.mypy_plugin) imports "
-        "treespec._runtime.hints",
+        "treespec._runtime.reading.hints",
     ]
     module = tmp_path / "m.py"
     module.write_text(

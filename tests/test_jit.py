@@ -619,7 +619,7 @@ def test_keyword_and_positional_calls_agree() -> None:
 
 
 def test_resolution_runs_once_per_tree_structure(spy: Any) -> None:
-    import treespec._runtime.routes as routes
+    import treespec._runtime.calling.routes as routes
 
     builds = spy(routes, "build_plan")
 
@@ -910,7 +910,7 @@ def test_a_retrace_with_no_new_value_says_so(caplog: pytest.LogCaptureFixture) -
 
 
 def test_the_retrace_history_keeps_at_most_its_documented_number_of_traces() -> None:
-    from treespec._runtime.retrace import MAX_TRACES_KEPT, Seen, TraceHistory
+    from treespec._runtime.checking.retrace import MAX_TRACES_KEPT, Seen, TraceHistory
 
     assert MAX_TRACES_KEPT == 256
     traces = [{"n": Seen(str(i))} for i in range(MAX_TRACES_KEPT + 1)]
@@ -931,7 +931,7 @@ def test_the_retrace_history_keeps_at_most_its_documented_number_of_traces() -> 
 def test_between_equally_near_traces_a_retrace_is_explained_against_the_latest(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from treespec._runtime.retrace import Seen, nearest
+    from treespec._runtime.checking.retrace import Seen, nearest
 
     a, b = {"n": Seen("1"), "m": Seen("1")}, {"n": Seen("1"), "m": Seen("2")}
     assert nearest([a, b], {"n": Seen("2"), "m": Seen("3")}) is b

@@ -23,8 +23,8 @@ import pytest
 import treespec
 from tests.multiprocess import launch
 from treespec import Static
-from treespec._runtime import key_text
-from treespec._runtime import processes as _processes
+from treespec._runtime.planning import key_text
+from treespec._runtime.planning import processes as _processes
 
 from .conftest import child_env, needs_tcp
 
@@ -147,7 +147,7 @@ def test_static_values_of_other_types_with_one_repr_are_told_apart() -> None:
 
 _DIGEST = """
 import jax.numpy as jnp, treespec
-from treespec._runtime import processes as _processes
+from treespec._runtime.planning import processes as _processes
 from tests.test_multiprocess import _module_function, _Opaque
 f = treespec.jit(lambda x, s: x)
 key, dynamic = f._splitter.split_call(

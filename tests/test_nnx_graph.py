@@ -1,6 +1,6 @@
 """Flax NNX keeps reference semantics under every treespec transform
-(`_runtime/graph.py`, `_runtime/graph_session.py`, `_transforms/graph_calls.py`,
-`_transforms/mapped_graph.py`).
+(`_runtime/planning/graph.py`, `_runtime/planning/graph_session.py`,
+`_transforms/graph_calls.py`, `_transforms/mapped_graph.py`).
 
 What a function changes in the NNX objects of its call (a `Variable`'s value,
 the optimizer's step and moments, an RNG stream's count, BatchNorm

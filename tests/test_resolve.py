@@ -1,5 +1,5 @@
-"""The resolution rule (`treespec._runtime.resolve`): flag, then nearest marker,
-then default.
+"""The resolution rule (`treespec._runtime.planning.resolve`): flag, then
+nearest marker, then default.
 
 Every route obeys the same rule; these tests pin the cases where it is easy to
 get wrong: markers around unions, and flags over annotations with markers.

@@ -1,4 +1,4 @@
-"""The routes of treespec.jit (`treespec._runtime.routes`), each held
+"""The routes of treespec.jit (`treespec._runtime.calling.routes`), each held
 to the same behaviour.
 
 - The positional route: wholly dynamic arguments go to JAX unflattened, the
@@ -49,7 +49,7 @@ def _make(counter: dict[str, int]) -> Any:
 
 def _interned(f: Any, *args: Any) -> bool:
     """Whether this call's key is interned (its flattened leaves all static)."""
-    from treespec._runtime.layout import StaticKey
+    from treespec._runtime.calling.layout import StaticKey
 
     key, _ = f._splitter.split_call(args, {})
     return type(key) is StaticKey
@@ -236,7 +236,7 @@ def _echo(counter: dict[str, int]) -> Any:
 
 
 def test_scalar_dict_is_probed_not_flattened(counter: dict[str, int], spy: Any) -> None:
-    from treespec._runtime.positional import PositionalRoute
+    from treespec._runtime.calling.positional import PositionalRoute
 
     f = _echo(counter)
     f(jnp.ones(2), {"depth": 2, "name": "a", "scale": 1})
@@ -309,7 +309,7 @@ def test_a_dict_subclass_config_never_answers_a_plain_dict(
 def test_static_keys_are_bounded(
     counter: dict[str, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from treespec._runtime import routes as _routes
+    from treespec._runtime.calling import routes as _routes
 
     monkeypatch.setattr(_routes, "MAX_STATIC_KEYS", 3)
     f = _echo(counter)
@@ -585,7 +585,7 @@ def test_probes_stay_bounded_over_many_key_orders(
 ) -> None:
     import itertools
 
-    from treespec._runtime import routes as _routes
+    from treespec._runtime.calling import routes as _routes
 
     monkeypatch.setattr(_routes, "MAX_STATIC_KEYS", 3)
     f = treespec.jit(lambda x, cfg: x * cfg["a"], static_flags=[False, True])
@@ -601,7 +601,7 @@ def test_probes_stay_bounded_over_many_key_orders(
 def test_starting_over_forgets_the_probes_with_the_interned_keys(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from treespec._runtime import routes as _routes
+    from treespec._runtime.calling import routes as _routes
 
     # Past MAX_STATIC_KEYS the route starts over. A probe kept from before
     # would still answer rightly (with the old key, which JAX may still hold
@@ -621,7 +621,7 @@ def test_starting_over_forgets_the_probes_with_the_interned_keys(
 
 
 def test_route_helpers_keep_their_contracts() -> None:
-    from treespec._runtime.routes import key_split, key_static, make_key
+    from treespec._runtime.calling.routes import key_split, key_static, make_key
 
     f = _echo({"n": 0})
     cfg = {"depth": 1, "name": "a", "scale": 0.5}
@@ -888,7 +888,7 @@ def test_past_the_static_key_bound_nothing_compiled_is_traced_again(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from treespec._runtime import routes as _routes
+    from treespec._runtime.calling import routes as _routes
 
     monkeypatch.setattr(_routes, "MAX_STATIC_KEYS", 5)
     f = treespec.jit(lambda x, s: x, static_flags=[False, True])
@@ -911,7 +911,10 @@ def test_the_static_key_bound_is_read_from_the_environment() -> None:
     import sys
 
     def bound(value: str) -> subprocess.CompletedProcess[str]:
-        code = "from treespec._runtime import routes; print(routes.MAX_STATIC_KEYS)"
+        code = (
+            "from treespec._runtime.calling import routes; "
+            "print(routes.MAX_STATIC_KEYS)"
+        )
         env = child_env(TREESPEC_MAX_STATIC_KEYS=value)
         return subprocess.run(
             [sys.executable, "-c", code], env=env, capture_output=True, text=True

@@ -504,7 +504,7 @@ def test_message_head_counts_problems_and_where_they_are() -> None:
 
 
 def test_validation_runs_once_per_cache_miss(spy: Any) -> None:
-    import treespec._runtime.validate as validate
+    import treespec._runtime.checking.validate as validate
 
     calls = spy(validate, "_check_indexed")  # every leaf check, arguments and return
 

@@ -10,8 +10,8 @@ refused with the class, the field, the switch and the fix. NNX's explicit data
 (`nnx.Data[...]`, `nnx.data()`) under a `Static[...]` marker is the opposite
 disagreement, refused alike.
 
-The runtime (`_runtime/classes.py`) and the mypy plugin find the switch their own way
-and ask this module what to say; JAX-free, for the plugin.
+The runtime (`_runtime/reading/classes.py`) and the mypy plugin find the switch
+their own way and ask this module what to say; JAX-free, for the plugin.
 """
 
 from __future__ import annotations

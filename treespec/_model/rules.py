@@ -3,7 +3,7 @@
 The runtime checks, the error hints, the docs and the mypy plugin all read these
 names, so the answers cannot drift apart. JAX-free, as the whole spec model is:
 the mypy plugin imports it at type-checking time. What a value is at run time
-(an array, array-like, hashable) is the runtime's: `_runtime/values.py`.
+(an array, array-like, hashable) is the runtime's: `_runtime/planning/values.py`.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ __all__ = [
     "union_fix",
 ]
 
-#: The `default=` policies a transform takes (`DEFAULTS` of `_runtime/planning.py`).
+#: The `default=` policies a transform takes (`DEFAULTS` of
+#: `_runtime/planning/build.py`).
 DEFAULT_POLICIES: Final = ("infer", "static", "dynamic", "error")
 
 #: Types whose instances are arrays: traced under the "infer" policy.
@@ -151,8 +152,8 @@ MAPPING_TYPES: Final = frozenset(
 )
 
 
-# Verdicts on spec nodes: the runtime (`_runtime/hints.py`) builds the nodes from typing
-# objects, the mypy plugin from mypy's types; both ask these.
+# Verdicts on spec nodes: the runtime (`_runtime/reading/hints.py`) builds the
+# nodes from typing objects, the mypy plugin from mypy's types; both ask these.
 
 
 def union_conflict(members: Sequence[Node]) -> str | None:

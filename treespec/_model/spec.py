@@ -1,9 +1,9 @@
 """Spec nodes: what the annotations say about each place in an argument tree.
 
-A `Spec` is derived once per function (see `_runtime/hints.py`). It is immutable and
-hashable. Class-backed nodes (dataclasses, NamedTuples, TypedDicts) may refer to
-themselves (recursive types), so they compare and hash by the class and its type
-arguments, never by walking their fields.
+A `Spec` is derived once per function (see `_runtime/reading/hints.py`). It is
+immutable and hashable. Class-backed nodes (dataclasses, NamedTuples,
+TypedDicts) may refer to themselves (recursive types), so they compare and hash
+by the class and its type arguments, never by walking their fields.
 """
 
 from __future__ import annotations

@@ -16,14 +16,14 @@ import jax
 from .._model.errors import SpecError, ValidationError
 from .._model.rules import uncovered_fix
 from .._model.spec import POSITIONAL_KINDS, AnyNode, Spec
-from .call_checks import plan_issues
-from .derive import derive_spec
-from .flags import FlagEntry, Flags, normalize_flags
-from .hints import parse_annotation
-from .plan import Kind, LeafInfo, Plan
-from .planning import build_plan, check_default
-from .resolve import walk_value
-from .typing_forms import Context
+from .checking.call_checks import plan_issues
+from .planning.build import build_plan, check_default
+from .planning.plan import Kind, LeafInfo, Plan
+from .planning.resolve import walk_value
+from .reading.derive import derive_spec
+from .reading.flags import FlagEntry, Flags, normalize_flags
+from .reading.hints import parse_annotation
+from .reading.typing_forms import Context
 
 __all__ = [
     "caller_namespace",

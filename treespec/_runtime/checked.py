@@ -13,12 +13,12 @@ from typing_extensions import ParamSpec
 
 from .._model.errors import AT_THE_CALL, SpecError, ValidationError
 from .api import caller_namespace, in_class_body, spec_for
-from .flags import Flags
-from .hints import parse_annotation
-from .resolve import walk_value
-from .splitter import Splitter
-from .typing_forms import Context
-from .validate import check_call, pairs_of
+from .calling.splitter import Splitter
+from .checking.validate import check_call, pairs_of
+from .planning.resolve import walk_value
+from .reading.flags import Flags
+from .reading.hints import parse_annotation
+from .reading.typing_forms import Context
 
 __all__ = ["checked", "validate", "validation_enabled"]
 

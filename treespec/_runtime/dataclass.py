@@ -15,7 +15,7 @@ from typing_extensions import dataclass_transform
 from .._model.errors import SpecError
 from .._model.held import MUTABLE_CONTAINERS, mutable_static_problem
 from .._model.markers import Marker, marker_of
-from .classes import note_treespec_dataclass
+from .reading.classes import note_treespec_dataclass
 
 __all__ = ["dataclass"]
 

@@ -8,9 +8,9 @@ import jax
 
 from .._model.errors import SpecError
 from .._model.spec import AnyNode
-from .flags import FlagEntry
-from .plan import Kind
-from .resolve import walk_value
+from .planning.plan import Kind
+from .planning.resolve import walk_value
+from .reading.flags import FlagEntry
 
 __all__ = ["combine", "leaf_kinds", "partition"]
 

@@ -1,7 +1,7 @@
 """Abstract arguments from spec nodes, for checking shapes without data.
 
 The third reader of the spec model (beside the runtime's split and the mypy
-plugin): it walks the nodes `_runtime/hints.py` derived, never the
+plugin): it walks the nodes `_runtime/reading/hints.py` derived, never the
 annotations, and builds what a call would pass: `jax.ShapeDtypeStruct`s of
 symbolic dimensions where arrays go, concrete values where static leaves go.
 
@@ -47,9 +47,9 @@ from .._model.spec import (
     SequenceNode,
     UnionNode,
 )
-from .._runtime.classes import is_namedtuple, is_nnx
-from .._runtime.dims import DIM_NAME
-from .._runtime.typing_forms import is_jaxtyping_array
+from .._runtime.checking.dims import DIM_NAME
+from .._runtime.reading.classes import is_namedtuple, is_nnx
+from .._runtime.reading.typing_forms import is_jaxtyping_array
 from .construct import (
     NeedsConcrete,
     Refused,

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._model.spec import Param, Spec
-from .._runtime.flags import Flags
+from .._runtime.reading.flags import Flags
 from .abstract import NO_DEFAULT, Builder, CannotBuild
 from .declared import build_declared
 

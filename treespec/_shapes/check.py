@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from .._model.errors import SpecError
 from .._runtime.api import spec_for
-from .._runtime.flags import Flags
+from .._runtime.reading.flags import Flags
 from .._transforms.base import Transformed
 from . import witness
 from .abstract import (

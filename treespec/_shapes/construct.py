@@ -24,7 +24,7 @@ from typing import Any
 
 import jax
 
-from .._runtime.classes import is_namedtuple
+from .._runtime.reading.classes import is_namedtuple
 from .witness import symbolic_limit
 
 __all__ = [

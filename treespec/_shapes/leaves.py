@@ -16,7 +16,7 @@ import numpy as np
 
 from .._model.markers import Marker
 from .._model.spec import LeafNode, Node
-from .._runtime.dims import DIM_NAME
+from .._runtime.checking.dims import DIM_NAME
 
 __all__ = [
     "DTYPES",

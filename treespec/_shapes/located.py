@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._model.errors import ValidationError
-from .._runtime.splitter import Splitter
+from .._runtime.calling.splitter import Splitter
 from .arguments import Target
 from .outcomes import outcome, validation_text
 from .report import ShapeIssue

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import jax
 
 from .._model.errors import RETURN, ValidationError
-from .._runtime.dims import DIM_NAME
+from .._runtime.checking.dims import DIM_NAME
 from .report import ShapeIssue
 from .reshapes import Unequal
 from .user_code import raised_by_a_library

@@ -11,10 +11,10 @@ from typing import Any
 import jax
 
 from .._model.spec import Node
-from .._runtime.dims import bound_dims
-from .._runtime.resolve import walk_value
-from .._runtime.typing_forms import is_jaxtyping_array
-from .._runtime.validate import scopes_of
+from .._runtime.checking.dims import bound_dims
+from .._runtime.checking.validate import scopes_of
+from .._runtime.planning.resolve import walk_value
+from .._runtime.reading.typing_forms import is_jaxtyping_array
 
 __all__ = ["constrained", "given_sizes", "symbols_for"]
 

@@ -18,8 +18,8 @@ from typing import Any, Literal
 import jax
 
 from .._model.spec import Spec
-from .._runtime.flags import Flags
-from .._runtime.splitter import Splitter
+from .._runtime.calling.splitter import Splitter
+from .._runtime.reading.flags import Flags
 from .reshapes import Unequal, unequal_reshape
 from .user_code import is_abstract, unfiltered_tracebacks
 

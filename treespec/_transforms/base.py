@@ -23,22 +23,22 @@ from typing_extensions import ParamSpec
 from .._model.errors import SpecError
 from .._model.spec import Spec
 from .._runtime.api import in_class_body, method_spec, spec_for
-from .._runtime.cache import freeze, owner_of
+from .._runtime.calling.cache import freeze, owner_of
+from .._runtime.calling.routes import Key, key_split
+from .._runtime.calling.splitter import Splitter
 from .._runtime.checked import validation_enabled
-from .._runtime.classes import is_class_backed
-from .._runtime.flags import Flags, normalize_flags
-from .._runtime.planning import check_default
-from .._runtime.processes import log_prefix
-from .._runtime.retrace import (
+from .._runtime.checking.retrace import (
     TraceHistory,
     describe_retrace,
     describe_view,
     explain_enabled,
     log_retrace,
 )
-from .._runtime.routes import Key, key_split
-from .._runtime.splitter import Splitter
-from .._runtime.wrappers import maps_arguments
+from .._runtime.planning.build import check_default
+from .._runtime.planning.processes import log_prefix
+from .._runtime.reading.classes import is_class_backed
+from .._runtime.reading.flags import Flags, normalize_flags
+from .._runtime.reading.wrappers import maps_arguments
 from .graph_calls import finish, run, traced_output
 from .methods import method_get
 
@@ -189,7 +189,7 @@ class Transformed(Generic[_P, _R]):
     def _cache_identity(self) -> tuple[Any, Any]:
         """The function a compile cache of this transform belongs to (the
         innermost function through nested transforms), and a bound method's
-        instance (see `_runtime/cache.py`)."""
+        instance (see `_runtime/calling/cache.py`)."""
         return owner_of(self._fun)
 
     def _cache_chain(self) -> tuple[Any, ...]:

@@ -10,7 +10,7 @@ from typing_extensions import ParamSpec
 
 from .._model.errors import AT_THE_CALL
 from .._runtime.api import caller_namespace
-from .._runtime.routes import Key, key_split
+from .._runtime.calling.routes import Key, key_split
 from .base import Transformed
 from .bodies import as_users, weak_method
 

@@ -15,10 +15,10 @@ from .._model.errors import (
     SpecError,
 )
 from .._runtime.api import caller_namespace
-from .._runtime.graph import Updated
-from .._runtime.plan import Kind, Split, ask_callable
-from .._runtime.prefix import Entry, broadcast_tree
-from .._runtime.routes import key_split
+from .._runtime.calling.routes import key_split
+from .._runtime.planning.graph import Updated
+from .._runtime.planning.plan import Kind, Split, ask_callable
+from .._runtime.planning.prefix import Entry, broadcast_tree
 from .base import Transformed
 from .bodies import as_users
 from .outputs import check_aux_pair, split_output

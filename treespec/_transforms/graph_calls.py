@@ -2,7 +2,7 @@
 
 While tracing, every transform runs its function through `run` (the return
 checked; when the call holds Flax NNX objects, what the function changed in
-them handed back beside the result, see `_runtime/graph.py`) and hands its
+them handed back beside the result, see `_runtime/planning/graph.py`) and hands its
 JAX transform `traced_output`'s arrays; `finish` turns what JAX returned into
 the function's result, writing the NNX changes into the caller's objects.
 `pmap` and `shard_map`, whose copies run one per device, refuse a change
@@ -15,10 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 from .._model.errors import Issue, SpecError, ValidationError, mark_from_body
-from .._runtime.graph import Updated, settle
-from .._runtime.graph_session import Session
-from .._runtime.plan import Kind, Split
-from .._runtime.splitter import Splitter
+from .._runtime.calling.splitter import Splitter
+from .._runtime.planning.graph import Updated, settle
+from .._runtime.planning.graph_session import Session
+from .._runtime.planning.plan import Kind, Split
 from .outputs import WithStatic, join_output, split_output
 
 __all__ = ["finish", "run", "traced_output"]

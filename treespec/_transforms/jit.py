@@ -11,19 +11,19 @@ from typing_extensions import ParamSpec
 
 from .._model.errors import SpecError, ValidationError
 from .._runtime.api import caller_namespace
-from .._runtime.cache import JitState, freeze, shared_state
-from .._runtime.graph import Updated
-from .._runtime.layout import is_sharding
-from .._runtime.partition import combine
-from .._runtime.plan import Split
-from .._runtime.processes import ProcessCheck, check_enabled, log_prefix
-from .._runtime.retrace import (
+from .._runtime.calling.cache import JitState, freeze, shared_state
+from .._runtime.calling.layout import is_sharding
+from .._runtime.calling.routes import Key, StaleKey, key_split
+from .._runtime.checking.retrace import (
     describe_retrace,
     describe_view,
     explain_enabled,
     log_retrace,
 )
-from .._runtime.routes import Key, StaleKey, key_split
+from .._runtime.partition import combine
+from .._runtime.planning.graph import Updated
+from .._runtime.planning.plan import Split
+from .._runtime.planning.processes import ProcessCheck, check_enabled, log_prefix
 from .base import Transformed
 from .bodies import as_users, weak_method
 from .jit_stages import JitStages

@@ -16,9 +16,9 @@ import jax
 from typing_extensions import ParamSpec
 
 from .._model.errors import AT_THE_CALL, SpecError, ValidationError
-from .._runtime.cache import JitState
-from .._runtime.plan import Split
-from .._runtime.routes import StaleKey, key_split
+from .._runtime.calling.cache import JitState
+from .._runtime.calling.routes import StaleKey, key_split
+from .._runtime.planning.plan import Split
 from .base import BoundTransform, Transformed
 from .stages import Lowered, StagedCall, staged_jit
 

@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._model.errors import Issue, SpecError, ValidationError
-from .._runtime.graph import Graph, Updated
-from .._runtime.plan import Split
+from .._runtime.planning.graph import Graph, Updated
+from .._runtime.planning.plan import Split
 from .outputs import WithStatic
 
 __all__ = ["MappedGraph"]

@@ -32,7 +32,7 @@ from typing import Any
 import jax
 
 from .._model.held import EQX_MODULES
-from .._runtime.classes import mro_names
+from .._runtime.reading.classes import mro_names
 
 __all__ = ["method_get", "unbind"]
 

@@ -9,10 +9,10 @@ from typing import Any, Protocol
 import jax
 
 from .._model.errors import Issue, describe_value, location
-from .._runtime.diagnose import aval
-from .._runtime.plan import Kind, Split
-from .._runtime.routes import Key, key_static
-from .._runtime.values import is_array_like
+from .._runtime.calling.routes import Key, key_static
+from .._runtime.checking.diagnose import aval
+from .._runtime.planning.plan import Kind, Split
+from .._runtime.planning.values import is_array_like
 
 __all__ = ["Mismatch", "mismatches"]
 

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from .._model.errors import SpecError
 from .._runtime.partition import combine
-from .._runtime.prefix import broadcast_tree
+from .._runtime.planning.prefix import broadcast_tree
 from .outputs import WithStatic
 
 __all__ = ["OutAxes", "has_callable"]

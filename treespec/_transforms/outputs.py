@@ -18,7 +18,7 @@ import jax
 
 from .._model.errors import Issue, ValidationError, describe_value
 from .._runtime.partition import combine
-from .._runtime.values import is_array
+from .._runtime.planning.values import is_array
 
 __all__ = ["WithStatic", "check_aux_pair", "join_output", "split_output"]
 

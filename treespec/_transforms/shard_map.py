@@ -12,9 +12,9 @@ from typing_extensions import ParamSpec
 
 from .._model.errors import AT_THE_CALL, SpecError
 from .._runtime.api import caller_namespace
-from .._runtime.plan import Kind
-from .._runtime.prefix import broadcast_call
-from .._runtime.routes import Key, key_split
+from .._runtime.calling.routes import Key, key_split
+from .._runtime.planning.plan import Kind
+from .._runtime.planning.prefix import broadcast_call
 from .base import Counted
 from .bodies import as_users
 from .outputs import join_output

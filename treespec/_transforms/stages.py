@@ -36,15 +36,15 @@ from typing import TYPE_CHECKING, Any, Self
 import jax
 
 from .._model.errors import AT_THE_CALL, SpecError, ValidationError
-from .._runtime.graph import Updated, settle
+from .._runtime.calling.routes import Key, key_split, key_static
 from .._runtime.partition import combine
-from .._runtime.plan import Kind, Split
-from .._runtime.routes import Key, key_split, key_static
+from .._runtime.planning.graph import Updated, settle
+from .._runtime.planning.plan import Kind, Split
 from .mismatches import mismatches
 from .outputs import WithStatic, join_output, split_output
 
 if TYPE_CHECKING:
-    from .._runtime.splitter import Splitter
+    from .._runtime.calling.splitter import Splitter
 
 __all__ = ["Compiled", "Lowered", "Stage", "StagedCall", "staged_jit"]
 

@@ -19,9 +19,9 @@ from .._model.errors import (
     location,
 )
 from .._runtime.api import caller_namespace
-from .._runtime.plan import Kind, Split
-from .._runtime.prefix import Entry, broadcast_call
-from .._runtime.routes import Key, key_split
+from .._runtime.calling.routes import Key, key_split
+from .._runtime.planning.plan import Kind, Split
+from .._runtime.planning.prefix import Entry, broadcast_call
 from .base import Counted, Transformed
 from .bodies import as_users, weak_method
 from .mapped_graph import MappedGraph

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
-from .._model.errors import Issue, ValidationError, location
+from ..._model.errors import Issue, ValidationError, location
 from .key_text import Leaf, describe_key, digest, full_name, leaf_hash
 from .plan import CallView
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._model.errors import Issue, location
-from .._model.spec import (
+from ..._model.errors import Issue, location
+from ..._model.spec import (
     AnyNode,
     ClassNode,
     LeafNode,

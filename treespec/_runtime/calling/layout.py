@@ -13,9 +13,9 @@ from typing import Any
 
 import jax
 
-from .._model.markers import Marker
-from .._model.rules import SCALAR_TYPES, is_array_annotation
-from .._model.spec import (
+from ..._model.markers import Marker
+from ..._model.rules import SCALAR_TYPES, is_array_annotation
+from ..._model.spec import (
     AnyNode,
     ClassBacked,
     ClassNode,
@@ -26,9 +26,9 @@ from .._model.spec import (
     PyTreeNode,
     UnionNode,
 )
-from .classes import class_held, is_nnx
-from .flags import flag_kind
-from .plan import Kind
+from ..planning.plan import Kind
+from ..reading.classes import class_held, is_nnx
+from ..reading.flags import flag_kind
 
 __all__ = [
     "PROBE_SCALARS",

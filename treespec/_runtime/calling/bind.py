@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from .._model.spec import POSITIONAL_KINDS
+from ..._model.spec import POSITIONAL_KINDS
+from ..planning.build import check_fits
 
-__all__ = ["Binder", "check_fits"]
+__all__ = ["Binder"]
 
 #: `(args, kwargs) -> (args, kwargs)` for calls of one shape.
 _Rebind = Callable[
@@ -30,30 +31,6 @@ _Rebind = Callable[
 #: Call shapes a binder remembers (a function called with ever new keyword
 #: names is rare; past this, shapes are worked out again each time).
 MAX_SHAPES = 256
-
-
-def check_fits(
-    signature: inspect.Signature,
-    name: str,
-    args: tuple[Any, ...] | Sequence[Any],
-    kwargs: Mapping[str, Any],
-) -> None:
-    """Raise the `TypeError` Python would for a call that does not fit.
-
-    A keyword named like a positional-only parameter goes to `**kwargs` when
-    there is one (which takes any name), never to that parameter.
-    `Signature.bind` follows that rule only from Python 3.13 on (before, it
-    raises), so the call is checked without such keywords: every Python then
-    binds as Python calls.
-    """
-    params = signature.parameters.values()
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        only = {p.name for p in params if p.kind is p.POSITIONAL_ONLY}
-        kwargs = {k: v for k, v in kwargs.items() if k not in only}
-    try:
-        signature.bind(*args, **kwargs)
-    except TypeError as exc:
-        raise TypeError(f"{name}(): {exc}") from None
 
 
 class Binder:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._model.rules import SCALAR_TYPES
+from ..._model.rules import SCALAR_TYPES
 
 __all__ = ["array_classes", "is_array", "is_array_like", "is_hashable"]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import jax
 
-from .._model.errors import Issue, ValidationError, describe_value
+from ..._model.errors import Issue, ValidationError, describe_value
 from .graph import INTERNAL, Graph, Updated
 from .nnx_objects import (
     ArgNode,

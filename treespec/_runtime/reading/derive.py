@@ -9,8 +9,8 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from .._model.errors import SpecError
-from .._model.spec import Param, Spec
+from ..._model.errors import SpecError
+from ..._model.spec import Param, Spec
 from .hints import parse_annotation
 from .typing_forms import Context
 from .wrappers import report_hidden_markers, returns_its_own

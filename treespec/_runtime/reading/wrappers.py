@@ -30,7 +30,7 @@ import threading
 import weakref
 from typing import Any
 
-from .._model.markers import mentions_marker
+from ..._model.markers import mentions_marker
 
 __all__ = ["maps_arguments", "report_hidden_markers", "returns_its_own"]
 

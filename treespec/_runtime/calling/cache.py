@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from .retrace import ScalarWatch, TraceHistory
+from ..checking.retrace import ScalarWatch, TraceHistory
 
 __all__ = [
     "JitState",

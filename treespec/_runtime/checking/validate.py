@@ -18,17 +18,17 @@ import jax
 import numpy as np
 from beartype.door import is_bearable
 
-from .._model.errors import (
+from ..._model.errors import (
     Issue,
     describe_value,
     location,
 )
-from .._model.spec import AnyNode, LeafNode, Node, NoneNode, UnionNode
+from ..._model.spec import AnyNode, LeafNode, Node, NoneNode, UnionNode
+from ..planning.plan import Kind, LeafInfo
+from ..planning.values import is_array
+from ..reading.typing_forms import is_jaxtyping_array
 from .dims import Binding, Bindings, blame, bound_dims
-from .plan import Kind, LeafInfo
 from .symbolic import match_symbolic, symbolic_conflicts
-from .typing_forms import is_jaxtyping_array
-from .values import is_array
 
 __all__ = [
     "Pair",

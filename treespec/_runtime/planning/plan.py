@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from .._model.errors import SpecError, describe_value
-from .._model.markers import Marker
-from .._model.spec import Node, Param
+from ..._model.errors import SpecError, describe_value
+from ..._model.markers import Marker
+from ..._model.spec import Node, Param
 from .values import is_array, is_array_like
 
 __all__ = [

@@ -13,18 +13,41 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._model.errors import Issue, SpecError, plural
-from .._model.rules import DEFAULT_POLICIES, uncovered_fix
-from .._model.spec import KEYWORD_KINDS, Param, Spec
-from .bind import check_fits
-from .flags import FlagEntry, Flags, flag_kind
+from ..._model.errors import Issue, SpecError, plural
+from ..._model.rules import DEFAULT_POLICIES, uncovered_fix
+from ..._model.spec import KEYWORD_KINDS, Param, Spec
+from ..reading.flags import FlagEntry, Flags, flag_kind
 from .plan import Plan
 from .resolve import Walk, walk
 
-__all__ = ["DEFAULTS", "build_plan", "check_default"]
+__all__ = ["DEFAULTS", "build_plan", "check_default", "check_fits"]
 
 #: The default policies (one table, read by the mypy plugin too).
 DEFAULTS: tuple[str, ...] = DEFAULT_POLICIES
+
+
+def check_fits(
+    signature: inspect.Signature,
+    name: str,
+    args: tuple[Any, ...] | Sequence[Any],
+    kwargs: Mapping[str, Any],
+) -> None:
+    """Raise the `TypeError` Python would for a call that does not fit.
+
+    A keyword named like a positional-only parameter goes to `**kwargs` when
+    there is one (which takes any name), never to that parameter.
+    `Signature.bind` follows that rule only from Python 3.13 on (before, it
+    raises), so the call is checked without such keywords: every Python then
+    binds as Python calls.
+    """
+    params = signature.parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        only = {p.name for p in params if p.kind is p.POSITIONAL_ONLY}
+        kwargs = {k: v for k, v in kwargs.items() if k not in only}
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"{name}(): {exc}") from None
 
 
 def check_default(default: str) -> None:

@@ -41,19 +41,19 @@ from typing import Any
 
 import jax
 
-from .._model.errors import Issue, SpecError, ValidationError
-from .._model.spec import Spec
-from .call_checks import plan_issues
-from .diagnose import comparison_issue
-from .flags import Flags
-from .graph import graph_of
-from .graph_session import Session
+from ..._model.errors import Issue, SpecError, ValidationError
+from ..._model.spec import Spec
+from ..checking.call_checks import plan_issues
+from ..checking.diagnose import comparison_issue
+from ..planning.build import build_plan
+from ..planning.graph import graph_of
+from ..planning.graph_session import Session
+from ..planning.nnx_objects import opaque_nodes
+from ..planning.plan import CallView, Plan, Split
+from ..planning.prefix import broadcast_call
+from ..planning.values import is_hashable
+from ..reading.flags import Flags
 from .layout import PROBE_SCALARS, StaticKey, is_sharding, max_static_keys
-from .nnx_objects import opaque_nodes
-from .plan import CallView, Plan, Split
-from .planning import build_plan
-from .prefix import broadcast_call
-from .values import is_hashable
 
 __all__ = [
     "MAX_STATIC_KEYS",

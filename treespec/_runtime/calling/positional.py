@@ -23,17 +23,17 @@ from typing import Any
 import jax
 from jax.tree_util import keystr
 
-from .._model.errors import Issue
-from .._model.spec import Param
+from ..._model.errors import Issue
+from ..._model.spec import Param
+from ..checking.call_checks import call_issues
+from ..planning.graph import graph_of
+from ..planning.graph_session import Session
+from ..planning.plan import CallView, Kind, Split, getter
+from ..planning.prefix import top_entry
+from ..planning.resolve import held_fields
+from ..reading.flags import FlagEntry
 from . import routes
-from .call_checks import call_issues
-from .flags import FlagEntry
-from .graph import graph_of
-from .graph_session import Session
 from .layout import MixedKey, StaticKey, is_sharding
-from .plan import CallView, Kind, Split, getter
-from .prefix import top_entry
-from .resolve import held_fields
 from .routes import (
     Key,
     Route,

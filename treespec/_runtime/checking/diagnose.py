@@ -6,10 +6,10 @@ from typing import Any
 
 import jax
 
-from .._model.errors import Issue, describe_value, location
-from .._model.rules import non_array_fix, unhashable_fix
-from .plan import Kind, LeafInfo
-from .values import is_array, is_hashable
+from ..._model.errors import Issue, describe_value, location
+from ..._model.rules import non_array_fix, unhashable_fix
+from ..planning.plan import Kind, LeafInfo
+from ..planning.values import is_array, is_hashable
 
 __all__ = [
     "aval",

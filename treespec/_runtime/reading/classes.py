@@ -21,7 +21,7 @@ from typing import Any
 
 from typing_extensions import is_typeddict
 
-from .._model.held import (
+from ..._model.held import (
     EQX_MODULES,
     EQX_STATIC,
     FLAX_STATIC,
@@ -34,7 +34,7 @@ from .._model.held import (
     TREESPEC_STATIC,
     Switch,
 )
-from .._model.markers import mentions_marker
+from ..._model.markers import mentions_marker
 
 __all__ = [
     "class_data",

@@ -14,11 +14,11 @@ from typing import Any
 
 from jax.tree_util import DictKey, GetAttrKey, SequenceKey, keystr
 
-from .._model.errors import Issue, SpecError, a_type, describe_value, location
-from .._model.held import held_conflict
-from .._model.markers import Marker
-from .._model.rules import is_array_annotation, may_be_filtered_out
-from .._model.spec import (
+from ..._model.errors import Issue, SpecError, a_type, describe_value, location
+from ..._model.held import held_conflict
+from ..._model.markers import Marker
+from ..._model.rules import is_array_annotation, may_be_filtered_out
+from ..._model.spec import (
     AnyNode,
     ClassNode,
     MappingNode,
@@ -28,14 +28,14 @@ from .._model.spec import (
     SequenceNode,
     UnionNode,
 )
-from .classes import held_in, is_class_backed, is_nnx
-from .flags import FlagEntry, flag_child, flag_kind
-from .hints import check_unfollowed, parse_annotation
+from ..reading.classes import held_in, is_class_backed, is_nnx
+from ..reading.flags import FlagEntry, flag_child, flag_kind
+from ..reading.hints import check_unfollowed, parse_annotation
+from ..reading.typing_forms import Context
 from .nnx_objects import is_variable
 from .plan import Held, Kind, LeafInfo, not_array, not_array_like, static_in_grad
 from .structure import children_issues, structure_issue
 from .tree import child_items, key_name
-from .typing_forms import Context
 
 __all__ = ["Walk", "held_fields", "walk", "walk_value"]
 

@@ -18,10 +18,10 @@ from typing import Any, ForwardRef, TypeVar, get_args, get_origin
 
 import typing_extensions
 
-from .._model.errors import SpecError
-from .._model.markers import marker_of
-from .._model.rules import marked_union_conflict, union_conflict, union_fix
-from .._model.spec import ClassBacked, Node, UnionNode
+from ..._model.errors import SpecError
+from ..._model.markers import marker_of
+from ..._model.rules import marked_union_conflict, union_conflict, union_fix
+from ..._model.spec import ClassBacked, Node, UnionNode
 
 __all__ = [
     "NOT_REQUIRED",
@@ -158,7 +158,7 @@ def is_jaxtyping_pytree(tp: Any) -> bool:
 def is_array_class(tp: Any) -> bool:
     if not isinstance(tp, type):
         return False
-    from .._model.rules import ARRAY_TYPES
+    from ..._model.rules import ARRAY_TYPES
 
     jax = loaded("jax")
     if jax is not None and issubclass(tp, jax.Array):

@@ -12,10 +12,10 @@ from typing import Any
 import jax
 from jax.tree_util import keystr
 
-from .._model.errors import Issue
-from .call_checks import call_issues
+from ..._model.errors import Issue
+from ..checking.call_checks import call_issues
+from ..planning.plan import CallView, Split
 from .layout import MixedKey
-from .plan import CallView, Split
 from .routes import Key, Route, by_value, flatten, key_split, key_static, make_key
 
 __all__ = ["CallRoute"]

@@ -12,17 +12,17 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
-from .._model.errors import ValidationError, from_body
-from .._model.spec import AnyNode, Spec
+from ..._model.errors import ValidationError, from_body
+from ..._model.spec import AnyNode, Spec
+from ..checking.call_checks import check_view, return_pairs
+from ..checking.validate import Pair, check_call
+from ..planning.plan import CallView
+from ..reading.flags import Flags
 from .bind import Binder
-from .call_checks import check_view, return_pairs
 from .call_route import CallRoute
-from .flags import Flags
 from .layout import whole_kind
-from .plan import CallView
 from .positional import PositionalRoute
 from .routes import Key, Route, RouteContext, key_split
-from .validate import Pair, check_call
 
 __all__ = ["Key", "Splitter", "route_of"]
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from .._model.errors import SpecError, a_type, plural
-from .._model.spec import Spec
+from ..._model.errors import SpecError, a_type, plural
+from ..._model.spec import Spec
 from .classes import is_class_backed
 
 __all__ = [

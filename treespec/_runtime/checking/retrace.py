@@ -11,10 +11,10 @@ from collections.abc import Sequence
 import jax
 from jax.tree_util import keystr
 
-from .._model.errors import location
+from ..._model.errors import location
+from ..planning.plan import CallView, Kind
+from ..planning.processes import log_prefix
 from .diagnose import aval
-from .plan import CallView, Kind
-from .processes import log_prefix
 
 __all__ = [
     "MAX_TRACES_KEPT",

@@ -14,14 +14,14 @@ from typing import Any
 
 import jax
 
-from .._model.errors import RETURN, Issue, ValidationError, argument_of
-from .._model.spec import Node, Param, Spec
+from ..._model.errors import RETURN, Issue, ValidationError, argument_of
+from ..._model.spec import Node, Param, Spec
+from ..planning.plan import CallView, Kind, Plan
+from ..planning.resolve import walk_value
+from ..planning.values import is_array_like
+from ..reading.flags import Flags
 from .diagnose import deleted_issue, static_issue, traced_issue
-from .flags import Flags
-from .plan import CallView, Kind, Plan
-from .resolve import walk_value
 from .validate import Pair, check_call, pairs_of
-from .values import is_array_like
 
 __all__ = ["Whole", "call_issues", "check_view", "plan_issues", "return_pairs"]
 

@@ -17,14 +17,14 @@ from typing import Any, ForwardRef, TypeVar, get_args, get_origin
 import typing_extensions
 from typing_extensions import is_typeddict
 
-from .._model.errors import SpecError
-from .._model.held import data_conflict, held_conflict, unfollowed_problem
-from .._model.markers import marker_of
-from .._model.rules import (
+from ..._model.errors import SpecError
+from ..._model.held import data_conflict, held_conflict, unfollowed_problem
+from ..._model.markers import marker_of
+from ..._model.rules import (
     MAPPING_TYPES,
     SEQUENCE_TYPES,
 )
-from .._model.spec import (
+from ..._model.spec import (
     AnyNode,
     ClassBacked,
     ClassNode,

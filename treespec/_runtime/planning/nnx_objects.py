@@ -19,7 +19,7 @@ from typing import Any
 import jax
 from jax.tree_util import DictKey, GetAttrKey, SequenceKey
 
-from .._model.errors import Issue, location
+from ..._model.errors import Issue, location
 from .tree import child_items
 
 __all__ = [

@@ -12,9 +12,9 @@ from typing import Any
 
 from jax.tree_util import keystr
 
-from .._model.errors import SpecError, a_type
-from .._model.spec import KEYWORD_KINDS, Spec
-from .flags import prefix_child
+from ..._model.errors import SpecError, a_type
+from ..._model.spec import KEYWORD_KINDS, Spec
+from ..reading.flags import prefix_child
 from .tree import child_items, key_name
 
 __all__ = ["Entry", "broadcast_call", "broadcast_tree", "top_entry"]
