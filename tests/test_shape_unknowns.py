@@ -267,6 +267,82 @@ class Cache(eqx.Module):
         return new  # the bug: the update, not the cache written with it
 
 
+class Coupling(eqx.Module):
+    """A flow's coupling layer: the halves come from the constructor's
+    `dim // 2`, which JAX's symbolic sizes cannot build with."""
+
+    net: eqx.nn.Linear
+    split: int = eqx.field(static=True)
+
+    def __init__(self, dim: int, *, key: Any = None) -> None:
+        key = jax.random.key(0) if key is None else key
+        self.split = dim // 2
+        self.net = eqx.nn.Linear(self.split, dim - self.split, key=key)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "b d"]) -> Float[Array, "b d"]:
+        x1, x2 = x[:, : self.split], x[:, self.split :]
+        return jnp.concatenate([x1, x2 * jax.vmap(self.net)(x1)], axis=-1)
+
+    @treespec.jit
+    def shifted(self, x: Float[Array, "b d"]) -> Float[Array, "b d"]:
+        x1, x2 = x[:, : self.split], x[:, self.split :]
+        return jnp.concatenate([x1, x2 * jax.vmap(self.net)(x1)], axis=0)  # the bug
+
+
+class Interaction(eqx.Module):
+    """Two constructor sizes met only in a sum: `edge_dim + 2 * node_dim`."""
+
+    mlp: eqx.nn.Linear
+
+    def __init__(self, node_dim: int, edge_dim: int, *, key: Any = None) -> None:
+        key = jax.random.key(0) if key is None else key
+        self.mlp = eqx.nn.Linear(edge_dim + 2 * node_dim, edge_dim, key=key)
+
+    @treespec.jit
+    def __call__(
+        self,
+        nodes: Float[Array, "n f"],
+        edges: Float[Array, "e g"],
+        send: Int[Array, " e"],
+    ) -> Float[Array, "e g"]:
+        edge_in = jnp.concatenate([edges, nodes[send], nodes[send]], axis=-1)
+        return edges + jax.vmap(self.mlp)(edge_in)
+
+    @treespec.jit
+    def summed(
+        self,
+        nodes: Float[Array, "n f"],
+        edges: Float[Array, "e g"],
+        send: Int[Array, " e"],
+    ) -> Float[Array, "e g"]:
+        edge_in = jnp.concatenate([edges, nodes[send], nodes[send]], axis=-1)
+        return (edges + jax.vmap(self.mlp)(edge_in)).sum(0)  # the bug
+
+
+class Patches(eqx.Module):
+    """Positions for `(image_size // patch) ** 2` patches, applied to `s`."""
+
+    pos: Float[Array, "p c"]
+    patch: int = eqx.field(static=True)
+
+    def __init__(self, image_size: int, patch: int, channels: int) -> None:
+        self.patch = patch
+        self.pos = jnp.zeros(((image_size // patch) ** 2, channels))
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "s s c"]) -> Float[Array, "q c"]:
+        g = x.shape[0] // self.patch
+        grid = x[: g * self.patch, : g * self.patch].reshape(g * g, -1, x.shape[-1])
+        return grid.mean(1) + self.pos
+
+    @treespec.jit
+    def flat(self, x: Float[Array, "s s c"]) -> Float[Array, "q c"]:
+        g = x.shape[0] // self.patch
+        grid = x[: g * self.patch, : g * self.patch].reshape(g * g, -1, x.shape[-1])
+        return (grid.mean(1) + self.pos).reshape(-1)  # the bug
+
+
 @pytest.mark.parametrize(
     ("clean", "assumed", "twin"),
     [
@@ -275,8 +351,20 @@ class Cache(eqx.Module):
         (Norm.__call__, "latent_dim == d_lat", Norm.swapped),
         (Stack.__call__, "d of self.layers[0] == d", Stack.transposed),
         (Cache.write, "t <= max_len", Cache.write_bug),
+        (Coupling.__call__, "dim == d", Coupling.shifted),
+        (Interaction.__call__, "edge_dim == g, node_dim == f", Interaction.summed),
+        (Patches.__call__, "channels == c", Patches.flat),
     ],
-    ids=["equinox conv", "nnx conv", "norm", "square layers", "cache"],
+    ids=[
+        "equinox conv",
+        "nnx conv",
+        "norm",
+        "square layers",
+        "cache",
+        "coupling halves",
+        "two sizes in a sum",
+        "patch grid",
+    ],
 )
 def test_a_size_its_author_decides_is_a_note_and_a_visible_bug_an_error(
     clean: Any, assumed: str, twin: Any
@@ -285,3 +373,50 @@ def test_a_size_its_author_decides_is_a_note_and_a_visible_bug_an_error(
     assert report.ok, str(report)
     assert any(assumed in note.message for note in report.notes), str(report)
     assert treespec.check_shapes(twin).errors, str(treespec.check_shapes(twin))
+
+
+class Depthwise(eqx.Module):
+    """A depthwise conv (`groups=channels`): JAX says `c // channels != 1`."""
+
+    conv: eqx.nn.Conv2d
+
+    def __init__(self, channels: int, *, key: Any = None) -> None:
+        key = jax.random.key(0) if key is None else key
+        self.conv = eqx.nn.Conv2d(
+            channels, channels, 3, padding=1, groups=channels, key=key
+        )
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "c h w"]) -> Float[Array, "c h w"]:
+        return self.conv(x)
+
+    @treespec.jit
+    def pooled(self, x: Float[Array, "c h w"]) -> Float[Array, "c h w"]:
+        return self.conv(x).mean(-1)  # the bug: w pooled away
+
+
+def test_a_depthwise_convs_channels_are_solved_and_a_bug_past_them_found() -> None:
+    report = treespec.check_shapes(Depthwise.__call__)
+    assert report.ok, str(report)
+    assert any("channels == c" in n.message for n in report.notes), str(report)
+    assert treespec.check_shapes(Depthwise.pooled).errors
+
+
+def test_a_value_the_check_built_that_a_library_refuses_is_a_note() -> None:
+    # A bare `eqx.Module` (the base, where any layer goes) is built as
+    # `eqx.Module()`, and a library's constructor given no `**kwargs`:
+    # JAX's and Equinox's refusals of those are about the value built, not
+    # about a shape. Not checked past that line, a note, never an error.
+    @treespec.jit
+    def rotated(x: Float[Array, "t d"], rope: eqx.Module) -> Float[Array, "t d"]:
+        return jax.vmap(rope)(x)
+
+    @treespec.jit
+    def with_mlp(x: Float[Array, "t d"], **kwargs: Any) -> Float[Array, "t d"]:
+        mlp = eqx.nn.MLP(x.shape[-1], x.shape[-1], 8, **kwargs)
+        return jax.vmap(mlp)(x)
+
+    for fn in (rotated, with_mlp):
+        report = treespec.check_shapes(fn)
+        assert not report.errors, str(report)
+        assert any("not checked past this line" in n.message for n in report.notes)

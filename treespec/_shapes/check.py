@@ -22,11 +22,7 @@ from .._runtime.api import spec_for
 from .._runtime.reading.flags import Flags
 from .._transforms.base import Transformed
 from . import witness
-from .abstract import (
-    Builder,
-    CannotBuild,
-    MissingValue,
-)
+from .abstract import Builder, CannotBuild, MissingValue
 from .arguments import Target, arguments_of
 from .construct import NeedsConcrete, assumptions_text
 from .declared import constraints_of, declared_of, values_declared
@@ -42,16 +38,19 @@ from .outcomes import (
     unstated_relation,
     unusable_note,
 )
-from .relations import relations_needed, relations_text, solved, with_relations
+from .relations import (
+    relations_needed,
+    relations_text,
+    solved,
+    solved_or_matched,
+    with_relations,
+)
 from .report import ShapeIssue, ShapeReport
 from .runs import Findings, Run, combinations
 from .scopes import InstanceScopes
 from .sizes import constrained, given_sizes, symbols_for
 from .tracing import splitter_for, trace
-from .user_code import (
-    def_line,
-    shown,
-)
+from .user_code import def_line, shown
 
 __all__ = ["MAX_COMBINATIONS", "ShapeIssue", "ShapeReport", "check_shapes"]
 
@@ -349,13 +348,16 @@ class _Checker:
                 shown = witness.by_names(text, at_sizes)
                 return relations_needed(shown, self.unknown)
 
-            found = solved(
+            raised = self._raised  # what the run found, not its last try
+            found = solved_or_matched(
                 lambda: traced_at(every),
                 self._failure,
                 needed,
-                self.relations,
-                self.unusable,
+                (self.relations, self.unusable),
+                (self.unknown, [n for n in names if n not in self.unknown]),
             )
+            if self._failure(found) is not None:
+                self._raised = raised
             error = isinstance(found, ShapeIssue) and found.severity == "error"
             return (
                 unusable_note(found, self.unusable)
@@ -371,8 +373,9 @@ class _Checker:
                 return self._at_def("note", f"{error.path} was not built: {error.why}")
             except MissingValue as error:
                 return self._at_def("note", str(error))
-            finally:
+            finally:  # a constructor first run at witnesses takes unknowns too
                 self._assumed.update(builder.assumed)
+                self.unknown |= builder.taken.unknown
             return self._trace(*args)
 
         return witness.decide(trace_at, names, symbolic, self.t.inner, self.rounded)

@@ -63,6 +63,16 @@ def _inconclusive() -> Any:
 _INCONCLUSIVE: Any = _inconclusive()
 
 
+#: What a library raises about a value the check built, not about a shape: a
+#: call given no `**kwargs` (`MLP.__init__() missing 1 required positional
+#: argument`), a class's bare base built where a subclass goes (`Expected a
+#: callable value, got Module()`). Notes, as in the user's own code.
+_NOT_A_SHAPE = re.compile(
+    r"missing \d+ required (?:positional|keyword-only) arguments?"
+    r"|Expected a callable value, got|object is not callable"
+)
+
+
 def outcome(error: Exception, own: str = "") -> tuple[Literal["error", "note"], str]:
     """The severity and message of what the body of a checked function
     raised (JAX's traceback unfiltered, so that who raised can be told): a
@@ -85,6 +95,7 @@ def outcome(error: Exception, own: str = "") -> tuple[Literal["error", "note"], 
     if isinstance(error, ValidationError) or (
         isinstance(error, (TypeError, ValueError, IndexError, AssertionError))
         and raised_by_a_library(error.__traceback__, own)
+        and not _NOT_A_SHAPE.search(text)
     ):
         return "error", text
     return "note", (
@@ -214,6 +225,9 @@ def unequal_sizes(text: str) -> list[tuple[str, str]]:
     received = _RECEIVED.search(text)
     if unequal:  # JAX's `but c // 4 != g`: one size each side (`c // 1` is c)
         groups = [[re.sub(r"\s*//\s*1$", "", side)] for side in unequal.groups()]
+        grouped = re.fullmatch(r"(\w+) // (\w+)", groups[0][0])
+        if grouped and groups[1] == ["1"]:  # `c // in_channels != 1`: c is it
+            groups = [[grouped[1]], [grouped[2]]]
     elif received:  # a layer's own check: Equinox's LayerNorm, `shape == x.shape`
         groups = [
             [size.strip() for size in side.split(",") if size.strip()]

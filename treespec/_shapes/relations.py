@@ -4,16 +4,20 @@ adopted (the run made again, and said in a note)."""
 
 from __future__ import annotations
 
+import itertools
 import operator
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
 from .outcomes import unequal_sizes
 from .scopes import SCOPED, InstanceScopes
 
 __all__ = [
+    "MAX_MATCHES",
     "MAX_RELATIONS",
+    "matched",
+    "solved_or_matched",
     "relations_needed",
     "relations_text",
     "solved",
@@ -48,6 +52,13 @@ def relations_needed(text: str, unknown: Collection[str] = ()) -> dict[str, str]
             if SCOPED.fullmatch(name) or (in_body and name in unknown):
                 found[name] = other
                 break
+    if "the return value" not in text:
+        # An argument's dimension bound by an instance's field to a
+        # constructor's size (`with c=channels bound by self.pos`): the
+        # author builds the instance to fit its input, so channels is c.
+        for name, bound in _BOUND.findall(text):
+            if bound in unknown and bound not in found:
+                found[bound] = name
     return found
 
 
@@ -140,3 +151,66 @@ def solved(
         relations.update(fresh)
         found = trace()
     return found
+
+
+#: At most this many assignments of unknown sizes are tried by `matched`.
+MAX_MATCHES = 48
+
+
+def _assignments(free: Sequence[str], named: Sequence[str]) -> Iterator[dict[str, str]]:
+    """Each of the `free` sizes equal to one of the `named` ones, fewest first
+    (one size, then two, ...)."""
+    for k in range(1, len(free) + 1):
+        for chosen in itertools.combinations(free, k):
+            for names in itertools.product(named, repeat=k):
+                yield dict(zip(chosen, names))
+
+
+def matched(
+    trace: Callable[[], Any],
+    failure: Callable[[Any], str | None],
+    unknown: Collection[str],
+    named: Sequence[str],
+    relations: dict[str, str],
+) -> tuple[Any] | None:
+    """Where a failure shows no relation the checker can read (a size JAX
+    wrote at concrete witnesses, `(20,)` against `(10,)`, or one made of
+    several unknowns, `edge_dim + 2*node_dim`): the unknown sizes set equal
+    to sizes the annotations name, fewest first, until `trace()` finds no
+    failure. One assignment that makes the function pass makes it pass
+    (DESIGN, "an error is certain"); it stays in `relations`, for the note.
+    Returns `(what the passing trace found,)`, or None when none of the
+    first `MAX_MATCHES` does: the failure stands."""
+    free = [u for u in sorted(unknown) if u not in relations]
+    for assignment in itertools.islice(_assignments(free, named), MAX_MATCHES):
+        before = dict(relations)
+        relations.update(assignment)
+        found = trace()
+        if failure(found) is None:
+            return (found,)
+        relations.clear()
+        relations.update(before)
+    return None
+
+
+def solved_or_matched(
+    trace: Callable[[], Any],
+    failure: Callable[[Any], str | None],
+    needed: Callable[[str], dict[str, str]],
+    taken: tuple[dict[str, str], dict[str, str]],
+    sizes: tuple[Collection[str], Sequence[str]],
+) -> Any:
+    """`solved`, and where a failure stays that shows no relation the checker
+    can read, `matched`: `taken` is `(relations, unusable)`, `sizes` the
+    unknown sizes and those the annotations name. A failure against the
+    return annotation is never matched."""
+    relations, unusable = taken
+    found = solved(trace, failure, needed, relations, unusable)
+    text = failure(found)
+    if text is None or unusable or "the return value" in text:
+        # Against the return annotation, a constructor's size is the
+        # function's contract broken: an error, never a size to take.
+        return found
+    again = lambda: solved(trace, failure, needed, relations, unusable)  # noqa: E731
+    searched = matched(again, failure, *sizes, relations)
+    return found if searched is None else searched[0]
