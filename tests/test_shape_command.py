@@ -226,6 +226,26 @@ def test_a_file_that_never_names_treespec_is_not_imported(tmp_path: Path) -> Non
     assert done.returncode == 1 and "exited at import" in done.stdout
 
 
+def test_a_packages_walk_imports_only_what_names_treespec(tmp_path: Path) -> None:
+    # Issue 56's public code: a subpackage that never names treespec (its
+    # `__init__` needing a module this environment lacks) was imported by
+    # the walk and failed the run; a folder without `__init__.py` inside the
+    # package (a namespace package) was never entered, its functions passed
+    # in silence.
+    _package(tmp_path / "proj", "")
+    package = tmp_path / "proj" / "src" / "mypkg"
+    (package / "extras").mkdir()
+    (package / "extras" / "__init__.py").write_text("import not_installed_here\n")
+    (package / "models" / "mlp").mkdir(parents=True)
+    (package / "models" / "mlp" / "heads.py").write_text(PROJECT.replace("w.T", "w"))
+    for given in ("proj/src/mypkg", "mypkg"):  # the package's folder, its name
+        done = _run("check", given, cwd=tmp_path, path=(tmp_path / "proj" / "src",))
+        assert "not_installed_here" not in done.stdout, done.stdout
+        assert done.stdout.splitlines()[-1] == (
+            "checked 2 functions: 0 errors, 0 notes, 0 skipped"
+        ), done.stdout
+
+
 PRINTS = """
 import jax.numpy as jnp
 import treespec

@@ -1312,6 +1312,18 @@ def test_witness_sizes_are_written_as_names_at_the_end_of_a_sentence_too() -> No
     assert by_names("(called at line 22)", sizes) == "(called at line 22)"
 
 
+def test_a_count_or_an_index_in_a_finding_is_never_written_as_a_size() -> None:
+    # Issue 56's public code: `26 problems` was `2*w problems`, and the
+    # twelfth block `self.blocks[h]`; an array's shape is still named.
+    from treespec._shapes.witness import by_names
+
+    sizes = {"h": 11, "w": 13}
+    text = "26 problems: at self.blocks[11].act, got float32[11,143]; bool[13]"
+    assert by_names(text, sizes) == (
+        "26 problems: at self.blocks[11].act, got float32[h,h*w]; bool[w]"
+    )
+
+
 _CALLED_AT_22 = """
 import jax.numpy as jnp
 from jaxtyping import Array, Float

@@ -3,11 +3,11 @@ imported as a CI tool that runs other people's files imports them.
 
 Every path is resolved before anything is imported (a path that does not
 exist is a usage error, `UsageError`). A file whose source never names
-treespec is never imported; a file of a package is imported as the module it
-is (its package's root on `sys.path`, as mypy and pytest find it), any other
-file as `python FILE` would run it (`sys.argv` is `[FILE]`); one that exits
-or raises at import is an error of its own (`import_error`), and the others
-are still imported.
+treespec is never imported, nor is a subpackage none of whose files does; a
+file of a package is imported as the module it is (its package's root on
+`sys.path`, as mypy and pytest find it), any other file as `python FILE`
+would run it (`sys.argv` is `[FILE]`); one that exits or raises at import is
+an error of its own (`import_error`), and the others are still imported.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-import pkgutil
 import sys
 import traceback
 from pathlib import Path
@@ -161,27 +160,28 @@ def _import_module(source: _Module, failed: list[ShapeIssue]) -> list[ModuleType
     modules = [package]
     if not source.walk:
         return modules
-    for info in pkgutil.walk_packages(
-        getattr(package, "__path__", []),
-        prefix=f"{source.name}.",
-        onerror=lambda _: None,
-    ):
-        if not info.ispkg and not _names_treespec(_origin(info)):
-            continue
+    for name, path in _package_files(package, source.name):
+        if not _names_treespec(path):
+            continue  # a module, or a subpackage, that never names treespec
         try:
-            modules.append(importlib.import_module(info.name))
+            modules.append(importlib.import_module(name))
         except (Exception, SystemExit) as error:
-            failed.append(_import_error(info.name, error))
+            failed.append(_import_error(name, error))
     return modules
 
 
-def _origin(info: pkgutil.ModuleInfo) -> str | None:
-    """The source file of a module a package's walk found, unimported."""
-    try:
-        spec = importlib.util.find_spec(info.name)  # its packages are imported
-    except (Exception, SystemExit):
-        return None  # imported, and its own error reported there
-    return None if spec is None else spec.origin
+def _package_files(package: ModuleType, name: str) -> list[tuple[str, Path]]:
+    """The modules under a package, unimported, with their source files: its
+    subpackages', and those in folders without an `__init__.py` (namespace
+    packages, which Python imports by the same dotted names)."""
+    found = []
+    for root in getattr(package, "__path__", []):
+        for path in _python_files(Path(root)):
+            parts = path.relative_to(root).with_suffix("").parts
+            parts = parts[:-1] if parts[-1] == "__init__" else parts
+            if parts and all(part.isidentifier() for part in parts):
+                found.append((".".join([name, *parts]), path))
+    return found
 
 
 def _import_error(where: str, error: BaseException) -> ShapeIssue:

@@ -82,12 +82,17 @@ def witnesses(names: Iterable[str]) -> list[dict[str, int]]:
     return [first, {name: 2 * size for name, size in first.items()}]
 
 
+#: An array's dtype just before its shape's `[`: `float32[`, `bool[`.
+_DTYPE = re.compile(r"\b(?:bool|(?:b?float|u?int|complex)\d+)\[$")
+
+
 def by_names(text: str, sizes: Mapping[str, int]) -> str:
     """`text` with each witness size written as its dimension's name, and a
     product of two of them, or twice one, as that product of names (`143` at
     `b=11, n=13` is `b*n`; `22` is `2*b`): distinct odd primes factor one way
     only; a number with two readings (at chain witnesses) stays a number,
-    and a line number stays one."""
+    and a line number, a count of problems and a key path's index stay
+    one."""
     names = {size: name for name, size in sizes.items()}
     readings: dict[int, set[str]] = {}
     pairs = itertools.combinations_with_replacement(sizes.items(), 2)
@@ -100,7 +105,14 @@ def by_names(text: str, sizes: Mapping[str, int]) -> str:
             names.setdefault(size, read.pop())
 
     def named(match: re.Match[str]) -> str:
-        return names.get(int(match.group(0)), match.group(0))
+        number, after = match.group(0), text[match.end() :]
+        if after.startswith(" problem") or (
+            after.startswith("]")
+            and text[: match.start()].endswith("[")
+            and not _DTYPE.search(text[: match.start()])
+        ):  # a count, or an index of a key path (`blocks[11]`): no size
+            return number
+        return names.get(int(number), number)
 
     # A line number (`called at line 22`) is never a size.
     return re.sub(r"(?<![\w.=])(?<!\bline )\d+(?!\w|\.\d)", named, text)
