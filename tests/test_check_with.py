@@ -267,6 +267,36 @@ def test_a_float_constructor_parameter_takes_a_value_that_is_no_size() -> None:
     assert "self.rate=1.0 (a float, never a size)" in note.message, str(report)
 
 
+class Coupling(eqx.Module):
+    """A flow's coupling layer: a static `split` field computed by the
+    constructor from `dim`, and a `flip` switch with no default."""
+
+    net: eqx.nn.Linear
+    split: int = eqx.field(static=True)
+    flip: bool = eqx.field(static=True)
+
+    def __init__(self, dim: int, flip: bool, *, key: Any = None) -> None:
+        key = jax.random.key(0) if key is None else key
+        self.split, self.flip = dim // 2, flip
+        self.net = eqx.nn.Linear(self.split, dim - self.split, key=key)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "b d"]) -> Float[Array, "b d"]:
+        x = x[:, ::-1] if self.flip else x
+        x1, x2 = x[:, : self.split], x[:, self.split :]
+        return jnp.concatenate([x1, x2 + jax.vmap(self.net)(x1)], axis=-1)
+
+
+def test_a_bool_constructor_parameter_takes_its_false_side() -> None:
+    # Issue 56's fifth corpus: the field `split` has no value, and the
+    # constructor that computes it was refused for `flip` (a bool with no
+    # default): the function was skipped. It takes False, said in a note.
+    report = treespec.check_shapes(Coupling.__call__)
+    assert not any(p.skipped for p in report.problems), str(report)
+    assert not report.errors, str(report)
+    assert any("self.flip=False (a switch" in n.message for n in report.notes)
+
+
 def test_a_builder_that_takes_its_own_parameter_is_refused() -> None:
     with pytest.raises(TypeError, match="builder of 'opt_state' takes 'opt_state'"):
         treespec.check_with(opt_state=lambda opt_state: opt_state)(step)

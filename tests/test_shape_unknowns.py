@@ -420,3 +420,87 @@ def test_a_value_the_check_built_that_a_library_refuses_is_a_note() -> None:
         report = treespec.check_shapes(fn)
         assert not report.errors, str(report)
         assert any("not checked past this line" in n.message for n in report.notes)
+
+
+class Halved(eqx.Module):
+    """Two stride-2 convs: the author asserts `h` and `w` are multiples of 4
+    (odd witness sizes, and twice them, break the assert)."""
+
+    down: eqx.nn.Conv2d
+
+    def __init__(self, channels: int, *, key: Any = None) -> None:
+        key = jax.random.key(0) if key is None else key
+        self.down = eqx.nn.Conv2d(channels, channels, 2, stride=2, key=key)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "c h w"]) -> Float[Array, "c h//4 w//4"]:
+        assert x.shape[1] % 4 == 0 and x.shape[2] % 4 == 0, "h, w multiples of 4"
+        return self.down(self.down(x))
+
+    @treespec.jit
+    def once(self, x: Float[Array, "c h w"]) -> Float[Array, "c h//4 w//4"]:
+        assert x.shape[1] % 4 == 0 and x.shape[2] % 4 == 0, "h, w multiples of 4"
+        return self.down(x)  # the bug: downsampled once
+
+
+def test_sizes_the_code_asserts_are_multiples_are_checked_at_such_sizes() -> None:
+    # Issue 56's fifth corpus: an author's `assert h % 4 == 0` stopped the
+    # check at every witness, and the bug past it was never seen. Sizes that
+    # are multiples of 8 (still distinct) pass the assert: checked there.
+    assert treespec.check_shapes(Halved.__call__).ok
+    report = treespec.check_shapes(Halved.once)
+    (error,) = report.errors
+    assert "h//4" in error.message or "return" in error.message, str(report)
+
+
+class WeightNormed(eqx.Module):
+    """A layer whose field names its sizes as its constructor does."""
+
+    weight: Float[Array, "out_features in_features"]
+
+    def __init__(self, in_features: int, out_features: int, *, key: Any) -> None:
+        self.weight = jax.random.normal(key, (out_features, in_features))
+
+    def __call__(
+        self, x: Float[Array, " in_features"]
+    ) -> Float[Array, " out_features"]:
+        return self.weight @ x
+
+
+class Head(eqx.Module):
+    """DINOv2's projection head, in short: the constructor's `in_features` is
+    the input's width, and the last layer's field names `in_features` for
+    the bottleneck (a size of that layer's own)."""
+
+    fc: eqx.nn.Linear
+    last: WeightNormed
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bottleneck: int = 8,
+        *,
+        key: Any = None,
+    ) -> None:
+        k1, k2 = jax.random.split(jax.random.key(0) if key is None else key)
+        self.fc = eqx.nn.Linear(in_features, bottleneck, key=k1)
+        self.last = WeightNormed(bottleneck, out_features, key=k2)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "s d"]) -> Float[Array, "s o"]:
+        return jax.vmap(lambda v: self.last(self.fc(v)))(x)
+
+    @treespec.jit
+    def flipped(self, x: Float[Array, "s d"]) -> Float[Array, "s o"]:
+        return jax.vmap(lambda v: self.last(self.fc(v)))(x).T  # the bug
+
+
+def test_a_constructor_size_named_like_a_layers_field_is_still_an_unknown() -> None:
+    # Issue 56's public code (Equimo's DINOHead): `in_features` was taken for
+    # the name of the last layer's field, a size the function's annotations
+    # never bind, and `in_features != d` was reported as an error.
+    report = treespec.check_shapes(Head.__call__)
+    assert not report.errors, str(report)
+    assert any("in_features == d" in n.message for n in report.notes), str(report)
+    assert treespec.check_shapes(Head.flipped).errors

@@ -169,8 +169,10 @@ class Builder:
     assumed: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: Static leaves built from their default, not every value.
     defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
-    #: The checked function's dimension names (`leaves.declared_names`).
+    #: The checked function's dimension names (`leaves.declared_names`), and
+    #: of those, its own annotations' (`leaves.own_names`; None: all).
     declared: frozenset[str] = frozenset()
+    own: frozenset[str] | None = None
     #: Which instances bind their own names (`scopes.py`).
     scopes: InstanceScopes = dataclasses.field(default_factory=InstanceScopes)
     _anonymous: int = 0
@@ -353,7 +355,9 @@ class Builder:
         """Whether a constructor's `int` is a dimension (recorded): one the
         annotations give (seen so far, or declared by the function), or new."""
         known, declared = name in self.names, name in self.declared
-        self.taken.took(name, declared, new and not known)
+        # A name only a layer's field uses (its `in_features`) stays unknown.
+        own = declared and (self.own is None or name in self.own)
+        self.taken.took(name, own, (new or declared) and not known)
         if not (new or known or declared):
             return False
         self.names.setdefault(name)

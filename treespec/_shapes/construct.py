@@ -216,6 +216,10 @@ def _argument(
         # multiplies (`int(mlp_ratio * d)` is d); said in the note.
         assumed[where] = 1.0
         return 1.0
+    if annotation in (bool, "bool"):
+        # A switch (`flip`, `use_bias`): its False side, said in the note.
+        assumed[where] = False
+        return False
     raise TypeError(f"{where} has no value to build it with")
 
 
@@ -237,13 +241,18 @@ def _eval_shape(cls: type) -> Callable[[Callable[[], Any]], Any]:
 
 def assumptions_text(assumed: Mapping[str, Any], function: str) -> str:
     """The note for the values a constructor was built with by assumption."""
-    counts = [f"{w}={v!r}" for w, v in assumed.items() if type(v) is not float]
-    rates = [f"{w}={v!r}" for w, v in assumed.items() if type(v) is float]
-    shown = []
-    if counts:
-        shown.append(f"{', '.join(counts)} (no dimension of {function} is named so)")
-    if rates:
-        shown.append(f"{', '.join(rates)} (a float, never a size)")
+    kinds = {int: "counts", float: "rates", bool: "switches"}
+    by_kind: dict[str, list[str]] = {}
+    for where, value in assumed.items():
+        by_kind.setdefault(kinds.get(type(value), "counts"), []).append(
+            f"{where}={value!r}"
+        )
+    why = {
+        "counts": f"no dimension of {function} is named so",
+        "rates": "a float, never a size",
+        "switches": "a switch, its False side",
+    }
+    shown = [f"{', '.join(by_kind[k])} ({why[k]})" for k in why if k in by_kind]
     params = dict.fromkeys(where.split(".")[0] for where in assumed)
     give = ", ".join(f"{param}=..." for param in params)
     return (

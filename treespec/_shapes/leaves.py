@@ -15,7 +15,7 @@ import jax
 import numpy as np
 
 from .._model.markers import Marker
-from .._model.spec import LeafNode, Node
+from .._model.spec import ClassNode, LeafNode, Node
 from .._runtime.checking.dims import DIM_NAME
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "dtype_of",
     "finite_values",
     "modes_of",
+    "own_names",
     "rounded_names",
 ]
 
@@ -97,8 +98,19 @@ def rounded_names(nodes: Iterable[Node]) -> dict[str, tuple[str, int, int]]:
     return found
 
 
-def _dim_texts(nodes: Iterable[Node]) -> Iterator[str]:
-    """The dimension strings of the array annotations below `nodes`."""
+def own_names(nodes: Iterable[Node]) -> frozenset[str]:
+    """The dimension names the function's own annotations use, not those of
+    a class's fields (a layer's `weight: "out_features in_features"` names
+    sizes of that layer's own, which its constructor decides)."""
+    found: dict[str, None] = {}
+    for text in _dim_texts(nodes, fields=False):
+        found.update(dict.fromkeys(DIM_NAME.findall(text)))
+    return frozenset(found)
+
+
+def _dim_texts(nodes: Iterable[Node], fields: bool = True) -> Iterator[str]:
+    """The dimension strings of the array annotations below `nodes`, and
+    below the fields of classes with `fields`."""
     seen: set[int] = set()
     todo = list(nodes)
     while todo:
@@ -108,4 +120,5 @@ def _dim_texts(nodes: Iterable[Node]) -> Iterator[str]:
         seen.add(id(node))
         if isinstance(node, LeafNode):
             yield str(getattr(node.annotation, "dim_str", ""))
-        todo.extend(child for _, child in node.children())
+        if fields or not isinstance(node, ClassNode):
+            todo.extend(child for _, child in node.children())

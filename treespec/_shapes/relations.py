@@ -1,6 +1,9 @@
-"""What a shape check takes of the names that instances bind in their own
-scopes (`scopes.py`): the relations a failure shows the code needs of them,
-adopted (the run made again, and said in a note)."""
+"""What a shape check takes of the sizes no annotation of the function binds
+(a constructor's, and the names instances bind in their own scopes,
+`scopes.py`): the relations a failure shows the code needs of them, adopted
+(the run made again, and said in a note); where no failure says it, each
+set equal to a size the annotations name until the function runs
+(`matched`)."""
 
 from __future__ import annotations
 
@@ -17,10 +20,10 @@ __all__ = [
     "MAX_MATCHES",
     "MAX_RELATIONS",
     "matched",
-    "solved_or_matched",
     "relations_needed",
     "relations_text",
     "solved",
+    "solved_or_matched",
     "with_relations",
 ]
 

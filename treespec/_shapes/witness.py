@@ -11,7 +11,8 @@ even sizes, fails at one of them. What fails at both is an error; what holds
 at both is no finding; what holds at one only needs a relation between
 sizes that the annotations do not state: a note. Where both fail because
 sizes do not divide (a split in halves, grouped-query attention), two chain
-witnesses whose sizes divide each other decide (`chains`).
+witnesses whose sizes divide each other decide (`chains`); where the code's
+own check stops both (`assert h % 4 == 0`), sizes 8 times the odd ones.
 """
 
 from __future__ import annotations
@@ -41,18 +42,14 @@ __all__ = [
 #: the second witness doubles them.
 WITNESS_PRIMES = (11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67)
 
+#: A size used as a number (`math.sqrt`, `** -0.5`, `range()`), a comparison
+#: or a division JAX cannot decide (`4 does not divide c`), a size made a
+#: traced number (`int(1.25 * n)`) or a value the code needs: the witnesses
+#: tell which.
 _LIMITS = (
-    "_DimExpr",  # a size used as a number: math.sqrt, float(), range()
-    "Symbolic dimension",  # `** -0.5`, and JAX's other symbolic refusals
-    "inconclusive",  # a comparison JAX cannot decide
-    "Inconclusive",
-    "does not divide",  # a division JAX cannot prove (`4 does not divide c`)
-    "not a multiple of",
-    # A size made a traced number (`int(1.25 * n)`), or a value the code
-    # needs: the witnesses tell which.
-    "ConcretizationTypeError",
-    "TracerBoolConversionError",
-    "TracerIntegerConversionError",
+    *("_DimExpr", "Symbolic dimension", "inconclusive", "Inconclusive"),
+    *("does not divide", "not a multiple of", "ConcretizationTypeError"),
+    *("TracerBoolConversionError", "TracerIntegerConversionError"),
 )
 #: A size JAX could not simplify (`floordiv(h - 2, 2) + 1`, `mod(h, 2)`).
 _UNDECIDED = re.compile(r"\b(?:floordiv|mod|max|min|non_negative)\(")
@@ -155,7 +152,8 @@ def decide(
     message = by_names(issue.message, sizes)
     if len(failed) == len(results):
         if issue.severity == "note" and not _division(issue):
-            return dataclasses.replace(issue, message=message)
+            past = _multiples(trace_at, results[0][0])
+            return dataclasses.replace(issue, message=message) if past is None else past
         plain = [(s, found) for s, found in failed if not _division(found)]
         if plain:  # a failure that is no division (the first): the error
             return _concrete(*plain[0])
@@ -216,6 +214,22 @@ def _division(issue: ShapeIssue) -> bool:
 def _note(issue: ShapeIssue, message: str) -> ShapeIssue:
     """`issue`, at its place, as a note saying `message`."""
     return dataclasses.replace(issue, severity="note", message=message)
+
+
+#: Sizes this multiple of the odd ones (still distinct) pass an author's
+#: check of a divisibility (`assert h % 4 == 0`) that stops every witness.
+MULTIPLE = 8
+
+
+def _multiples(trace_at: Callable[[dict[str, int]], Any], odd: dict[str, int]) -> Any:
+    """The run at multiples of `MULTIPLE`: its output, an error found past
+    the author's check, or None where it stops there too."""
+    sizes = {name: MULTIPLE * size for name, size in odd.items()}
+    found = trace_at(sizes)
+    if not isinstance(found, ShapeIssue):
+        return found
+    why = f"sizes that are multiples of {MULTIPLE}, which the code's check allows"
+    return _concrete(sizes, found, why) if found.severity == "error" else None
 
 
 def _concrete(

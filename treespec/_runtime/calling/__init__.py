@@ -8,8 +8,10 @@ plan of a structure), the two routes (`positional.py`, `call_route.py`), the
 route of a call picked and validation through its view (`splitter.py`), and
 the compile cache that belongs to the function (`cache.py`).
 
-When it runs: on every call. It reaches the other rooms only on a miss (a
-new structure: planning; a new trace: checking) or a failure (checking).
+When it runs: on every call. Besides what planning built for the call's
+structure (`Plan.split`, a `Split`'s getters, `Graph.split_for`), it
+reaches the other rooms only on a miss (a new structure: planning; a new
+trace: checking) or a failure (checking).
 
 It may import `treespec._model` and every room that runs less often than
 itself: reading, planning, checking. Nothing in those rooms imports it.

@@ -12,8 +12,13 @@ what a traced function changed (`graph_session.py`), and a trace's static key
 as every process can compare it (`key_text.py`, `processes.py`).
 
 When it runs: the first time a call of a new tree structure arrives (a
-cache miss of the routes), and while tracing; never on a call whose
-structure is known.
+cache miss of the routes), and while tracing. What it builds there is then
+read by every call of that structure, and those few methods are on the hot
+path: `Plan.split` (a `Split` picked by the leaves' types, one lookup), a
+`Split`'s getters (compiled once from key paths) and `Graph.split_for` (an
+NNX call's shared objects). Change them as `calling/`'s code, with the
+dispatch benchmark; nothing else here runs on a call whose structure is
+known.
 
 It may import `treespec._model` and the reading room (`reading/`): the
 nodes it walks were read there.
