@@ -4,6 +4,7 @@ annotations cannot describe, declared beside the function and used by
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 import textwrap
@@ -319,3 +320,37 @@ def test_a_value_that_is_not_callable_is_passed_as_it_is() -> None:
     state = TX.init({"w": jnp.ones((3, 2)), "b": jnp.ones(2)})
     f = treespec.check_with(opt_state=state)(treespec.jit(step))
     assert treespec.check_shapes(f).problems == ()
+
+
+def _logged(fun: Any) -> Any:
+    """A plain decorator, as users stack them (`functools.wraps`)."""
+
+    @functools.wraps(fun)
+    def inner(*args: Any, **kwargs: Any) -> Any:
+        return fun(*args, **kwargs)
+
+    return inner
+
+
+def test_a_declaration_below_two_plain_decorators_is_found() -> None:
+    # The transform sees through every `__wrapped__`, not only the first.
+    @treespec.jit
+    @_logged
+    @_logged
+    @treespec.check_with(constraints=("n == 2*k",))
+    def paired(x: Float[Array, "b n"]) -> Float[Array, "b n"]:
+        return x.reshape(x.shape[0], -1, 2).reshape(x.shape)
+
+    assert treespec.check_shapes(paired).problems == ()
+
+
+class Scaler(eqx.Module):
+    @treespec.check_with(constraints=("n == 2*k",))
+    def pairs(self, x: Float[Array, "b n"]) -> Float[Array, "b n"]:
+        return x.reshape(x.shape[0], -1, 2).reshape(x.shape)
+
+
+def test_a_bound_methods_declaration_is_its_functions() -> None:
+    from treespec._shapes.declared import constraints_of
+
+    assert constraints_of(Scaler().pairs) == ("n == 2*k",)

@@ -369,3 +369,54 @@ def test_a_check_past_the_time_bound_is_reported_not_checked(tmp_path: Path) -> 
     assert summary == "checked 2 functions: 0 errors, 0 notes, 1 skipped"
     strict = _run("check", "--timeout", "2", "--fail-on-skip", "slow.py", cwd=tmp_path)
     assert strict.returncode == 1
+
+
+def test_a_constraint_leaves_functions_that_do_not_name_its_sizes_alone(
+    tmp_path: Path,
+) -> None:
+    # Constraints given stop the witnesses of the functions they concern: a
+    # function that names none of `n == 2*k`'s sizes keeps them, and its
+    # `** -0.5` of a size is checked there as without the option.
+    scaled = (
+        "\n\n@treespec.jit\n"
+        'def scaled(y: Float[Array, "m"]) -> Float[Array, "m"]:\n'
+        "    return y * y.shape[0] ** -0.5\n"
+    )
+    (tmp_path / "pairs.py").write_text(PAIRS + scaled)
+    done = _run("check", "--constraint", "n == 2*k", "pairs.py", cwd=tmp_path)
+    assert done.stdout.splitlines() == [
+        "checked 3 functions: 0 errors, 0 notes, 0 skipped"
+    ], done.stdout
+
+
+def test_a_module_name_python_cannot_find_is_a_usage_error(tmp_path: Path) -> None:
+    done = _run("check", "no_such_module_here", cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
+    assert "no_such_module_here: no such file, directory or module" in done.stderr
+
+
+def test_a_script_imports_the_modules_beside_it(tmp_path: Path) -> None:
+    # `python scripts/run.py` finds `scripts/helpers.py`: so does the check,
+    # run from anywhere.
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "helpers.py").write_text(
+        "def double(x):\n    return 2 * x\n"
+    )
+    (tmp_path / "scripts" / "run.py").write_text(
+        "from helpers import double\n" + PROJECT.replace("x @ w.T", "double(x @ w)")
+    )
+    done = _run("check", "scripts/run.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == [
+        "checked 1 function: 0 errors, 0 notes, 0 skipped"
+    ]
+
+
+def test_a_file_that_fails_at_import_is_that_error_not_nothing_found(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "broken.py").write_text("import treespec\nraise RuntimeError('no')\n")
+    done = _run("check", "broken.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "raised RuntimeError at import" in done.stdout, done.stdout
+    assert "no function a treespec transform wraps" not in done.stdout, done.stdout

@@ -2297,3 +2297,45 @@ def test_a_strict_comparison_of_two_sizes_suggests_that_comparison() -> None:
     assert "2*k" not in relation and ">=" in relation, relation
     report = treespec.check_shapes(longer, constraints=(relation,))
     assert report.problems == (), str(report)
+
+
+@pytest.mark.parametrize(
+    ("text", "needed"),
+    [
+        # A validation of an instance's own name against the call's: one
+        # way only, `d__1` must be `d` (never `d` must be `d__1`).
+        (
+            "argument x, at x: expected Float[Array, 'batch d'], "
+            "got float32[batch,d__1]",
+            {"d__1": "d"},
+        ),
+        # Against an annotation's number, in a validation, it takes it.
+        (
+            "argument x, at x: expected Float[Array, 'b 3'], got float32[b,d__1]",
+            {"d__1": "3"},
+        ),
+        # Two names of instances: the first one takes the other, once.
+        (
+            "TypeError: dot_general requires contracting dimensions to have "
+            "the same shape, got (in__1,) and (out__2,).",
+            {"in__1": "out__2"},
+        ),
+    ],
+)
+def test_what_a_failure_says_an_instances_own_size_must_be(
+    text: str, needed: dict[str, str]
+) -> None:
+    from treespec._shapes.relations import relations_needed
+
+    assert relations_needed(text) == needed
+
+
+def test_a_suggested_constraint_is_the_comparison_the_code_makes() -> None:
+    from treespec._shapes.outcomes import suggestion
+
+    # No relation to state for an inequality: the parity is suggested.
+    assert suggestion("comparison 'n' != 'm'") == "n == 2*k"
+    # The code ran where m >= n + 1, not where n >= m.
+    text = "comparison 'n' >= 'm'"
+    assert suggestion(text, runs_at={"n": 2, "m": 5}) == "m >= n + 1"
+    assert suggestion(text, runs_at={"n": 5, "m": 2}) == "n >= m"
