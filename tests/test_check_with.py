@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import equinox as eqx
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import optax
@@ -354,3 +355,60 @@ def test_a_bound_methods_declaration_is_its_functions() -> None:
     from treespec._shapes.declared import constraints_of
 
     assert constraints_of(Scaler().pairs) == ("n == 2*k",)
+
+
+class _Regressor(nnx.Module):
+    def __init__(self, n: int, m: int, *, rngs: nnx.Rngs) -> None:
+        self.linear = nnx.Linear(n, m, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.linear(x)
+
+
+def _nnx_step(
+    model: _Regressor,
+    optimizer: nnx.Optimizer,
+    x: Float[Array, "b n"],
+    y: Float[Array, "b m"],
+) -> Float[Array, ""]:
+    def loss_fn(m: _Regressor) -> jax.Array:
+        return jnp.mean((m(x) - y) ** 2)
+
+    loss, grads = nnx.value_and_grad(loss_fn)(model)
+    optimizer.update(model, grads)
+    return loss
+
+
+def _nnx_step_bug(
+    model: _Regressor,
+    optimizer: nnx.Optimizer,
+    x: Float[Array, "b n"],
+    y: Float[Array, "b m"],
+) -> Float[Array, ""]:
+    def loss_fn(m: _Regressor) -> jax.Array:
+        return jnp.mean((m(x) - y.T) ** 2)  # b against m
+
+    loss, grads = nnx.value_and_grad(loss_fn)(model)
+    optimizer.update(model, grads)
+    return loss
+
+
+def test_an_nnx_optimizer_is_built_for_the_model_beside_it() -> None:
+    # An NNX training step's optimizer, undeclared: made for the model the
+    # check built (its update needs that model's parameters), as a training
+    # script makes it; the step is checked, and a bug in it found.
+    report = treespec.check_shapes(treespec.jit(_nnx_step))
+    assert report.ok and not any(p.skipped for p in report.problems), str(report)
+    report = treespec.check_shapes(treespec.jit(_nnx_step_bug))
+    (error,) = [p for p in report.problems if p.severity == "error"]
+    assert "b" in error.message and "m" in error.message, error.message
+
+
+def test_an_nnx_optimizer_with_no_model_beside_it_is_skipped_naming_it() -> None:
+    def lonely(optimizer: nnx.Optimizer, x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return x
+
+    report = treespec.check_shapes(treespec.jit(lonely))
+    (note,) = report.problems
+    assert note.skipped and "optimizer" in note.message, str(report)
+    assert "no Flax NNX module" in note.message, note.message

@@ -504,3 +504,4 @@ def test_a_constructor_size_named_like_a_layers_field_is_still_an_unknown() -> N
     assert not report.errors, str(report)
     assert any("in_features == d" in n.message for n in report.notes), str(report)
     assert treespec.check_shapes(Head.flipped).errors
+

@@ -58,6 +58,13 @@ from .construct import (
     field_defaults,
     has_own_init,
 )
+from .containers import (
+    CannotBuild,
+    MissingValue,
+    mapping_value,
+    sequence_value,
+    union_value,
+)
 from .leaves import dtype_of, finite_values, modes_of
 from .scopes import InstanceScopes
 
@@ -76,27 +83,8 @@ NO_DEFAULT: Any = inspect.Parameter.empty
 _SCALARS = {float: np.float32, int: np.int32, bool: np.bool_, complex: np.complex64}
 
 
-class CannotBuild(Exception):
-    """An annotation no abstract value can be made from (`jax.Array`, which
-    says no shape; a field of no annotation)."""
-
-    def __init__(self, path: str, why: str) -> None:
-        super().__init__(f"{path}: {why}")
-        self.path = path
-        self.why = why
-
-
 class _FieldsInstead(Exception):
     """A class whose `__init__` could not make it: its fields stand."""
-
-
-class MissingValue(Exception):
-    """A static leaf with no value given, no default and no finite type."""
-
-    def __init__(self, path: str, text: str) -> None:
-        super().__init__(f"{path} ({text}) has no value")
-        self.path = path
-        self.text = text
 
 
 def abstract_value(value: Any) -> Any:
@@ -113,39 +101,6 @@ def abstract_value(value: Any) -> Any:
 
 def _struct(shape: Any, dtype: Any) -> Any:
     return jax.ShapeDtypeStruct(shape, dtype)  # type: ignore[no-untyped-call]
-
-
-def _sequence(
-    self: Builder, node: SequenceNode, path: str, marker: Marker | None
-) -> Any:
-    """A sequence: each item of a fixed-length tuple, one item of one of
-    any length (an instance there binds its own names, `scopes.py`)."""
-    if node.items is not None:
-        items = [
-            self.build(item, f"{path}[{i}]", marker=marker)
-            for i, item in enumerate(node.items)
-        ]
-    elif node.rest is not None:  # one item, of the several it holds
-        with self.scopes.any_length():
-            items = [self.build(node.rest, f"{path}[0]", marker=marker)]
-    else:
-        items = []
-    container = node.container if isinstance(node.container, type) else tuple
-    return container(items)
-
-
-def _mapping(self: Builder, node: MappingNode, path: str, marker: Marker | None) -> Any:
-    """A `TypedDict` with every key; any other mapping empty."""
-    if not node.is_typeddict:
-        container = node.cls if isinstance(node.cls, type) else dict
-        try:
-            return container()
-        except TypeError:  # a mapping that needs arguments (defaultdict)
-            return {}
-    return {
-        key: self.build(child, f"{path}[{key!r}]", marker=marker)
-        for key, child in node.fields.items()
-    }
 
 
 @dataclasses.dataclass
@@ -197,7 +152,7 @@ class Builder:
         if given:
             return abstract_value(default)
         if default is None and isinstance(node, UnionNode):
-            return _union(self, node, path, marker, prefer_value=True)
+            return union_value(self, node, path, marker, prefer_value=True)
         if default is not NO_DEFAULT:
             modes = modes_of(node, marker, default)
             if modes is not None:  # every mode, the default first
@@ -368,33 +323,8 @@ class Builder:
         AnyNode: _any,
         NoneNode: _none,
         PyTreeNode: _pytree,
-        SequenceNode: _sequence,
-        MappingNode: _mapping,
+        SequenceNode: sequence_value,
+        MappingNode: mapping_value,
         ClassNode: _class,
+        UnionNode: union_value,
     }
-
-
-def _union(
-    builder: Builder,
-    node: UnionNode,
-    path: str,
-    marker: Marker | None,
-    prefer_value: bool = False,
-) -> Any:
-    """A union as its first member (None aside); when that cannot be built,
-    never a later one as a guess (`optax.OptState`): None if it has it, else
-    no value (the function is skipped, naming it)."""
-    has_none = any(isinstance(member, NoneNode) for member in node.members)
-    for member in node.members:
-        if isinstance(member, NoneNode):
-            continue
-        try:
-            return builder.build(member, path, marker=marker)
-        except (CannotBuild, MissingValue):
-            if has_none:
-                return None
-            raise MissingValue(path, node.text or "a union") from None
-    return None
-
-
-Builder._BUILDERS[UnionNode] = _union  # a union builds its members

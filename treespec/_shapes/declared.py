@@ -11,6 +11,7 @@ which keeps a module's non-array fields), so nothing is computed.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -23,6 +24,7 @@ __all__ = [
     "ATTRIBUTE",
     "CONSTRAINTS",
     "EquinoxState",
+    "NnxOptimizer",
     "build_declared",
     "constraints_of",
     "values_declared",
@@ -159,12 +161,50 @@ class EquinoxState:
         return [value for value in built.values() if isinstance(value, eqx.Module)]
 
 
+class NnxOptimizer:
+    """How an argument annotated `nnx.Optimizer` is built when nothing is
+    declared: an optimizer of the Flax NNX module the check built for the
+    other arguments (the first, in the signature's order), as a training
+    script makes it beside its model. Its transformation (`optax.sgd`)
+    cannot change a shape: an update's shapes are the model's."""
+
+    def modules(self, built: Mapping[str, Any]) -> list[Any]:
+        from flax import nnx
+
+        return [
+            value
+            for value in built.values()
+            if isinstance(value, nnx.Module) and not isinstance(value, nnx.Optimizer)
+        ]
+
+
 def _is_equinox_state(annotation: Any) -> bool:
     try:
         import equinox as eqx
     except ImportError:
         return False
     return annotation is eqx.nn.State
+
+
+def _is_nnx_optimizer(annotation: Any) -> bool:
+    module = getattr(annotation, "__module__", "") or ""
+    if not isinstance(annotation, type) or not module.startswith("flax"):
+        return False
+    from flax import nnx
+
+    return issubclass(annotation, nnx.Optimizer)
+
+
+def _annotation(node: Any) -> Any:
+    """A leaf's annotation, or a class node's class."""
+    return getattr(node, "annotation", None) or getattr(node, "cls", None)
+
+
+def _implicit(annotation: Any) -> Any:
+    """How an argument of this annotation is built when nothing is declared."""
+    if _is_equinox_state(annotation):
+        return EquinoxState()
+    return NnxOptimizer() if _is_nnx_optimizer(annotation) else None
 
 
 def constraints_of(inner: Any) -> tuple[str, ...]:
@@ -174,13 +214,11 @@ def constraints_of(inner: Any) -> tuple[str, ...]:
 
 def declared_of(inner: Any, params: Iterable[Param] = ()) -> Mapping[str, Any]:
     """How to build each argument the annotations cannot describe, by
-    parameter name: what `check_with` declared for a function, and an
-    `EquinoxState` for a parameter annotated `eqx.nn.State`."""
-    implicit = {
-        param.name: EquinoxState()
-        for param in params
-        if _is_equinox_state(getattr(param.node, "annotation", None))
-    }
+    parameter name: what `check_with` declared for a function, an
+    `EquinoxState` for a parameter annotated `eqx.nn.State` and an
+    `NnxOptimizer` for one annotated `nnx.Optimizer`."""
+    found = {p.name: _implicit(_annotation(p.node)) for p in params}
+    implicit = {name: how for name, how in found.items() if how is not None}
     return {**implicit, **getattr(innermost(inner), ATTRIBUTE, {})}
 
 
@@ -190,7 +228,7 @@ def values_declared(declared: Mapping[str, Any]) -> dict[str, Any]:
     return {
         name: value
         for name, value in declared.items()
-        if not callable(value) and not isinstance(value, EquinoxState)
+        if not callable(value) and not isinstance(value, (EquinoxState, NnxOptimizer))
     }
 
 
@@ -204,6 +242,8 @@ def build_declared(builder: Any, built: Mapping[str, Any]) -> Any:
         if not modules:
             raise TypeError("no Equinox module among the other arguments")
         return eqx.filter_eval_shape(eqx.nn.State, modules[0])
+    if isinstance(builder, NnxOptimizer):
+        return _nnx_optimizer(builder.modules(built))
     if not callable(builder):
         return builder
     names = list(inspect.signature(builder).parameters)
@@ -213,3 +253,21 @@ def build_declared(builder: Any, built: Mapping[str, Any]) -> Any:
     except ImportError:  # equinox is optional: JAX's own
         return jax.eval_shape(lambda kw: builder(**kw), args)
     return eqx.filter_eval_shape(lambda kw: builder(**kw), args)
+
+
+def _nnx_optimizer(modules: Sequence[Any]) -> Any:
+    """An abstract `nnx.Optimizer` of the first of `modules`."""
+    from flax import nnx
+
+    optax = importlib.import_module("optax")  # Flax's own dependency
+
+    if not modules:
+        raise TypeError("no Flax NNX module among the other arguments")
+
+    def made(model: Any) -> Any:
+        try:
+            return nnx.Optimizer(model, optax.sgd(1e-3), wrt=nnx.Param)
+        except TypeError:  # a Flax before `wrt`
+            return nnx.Optimizer(model, optax.sgd(1e-3))  # type: ignore[call-arg]
+
+    return nnx.eval_shape(made, modules[0])
