@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import equinox as eqx
-from flax import nnx
 import jax
 import jax.numpy as jnp
 import optax
 import pytest
+from flax import nnx
 from jaxtyping import Array, Float
 
 import treespec

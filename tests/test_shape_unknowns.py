@@ -505,3 +505,84 @@ def test_a_constructor_size_named_like_a_layers_field_is_still_an_unknown() -> N
     assert any("in_features == d" in n.message for n in report.notes), str(report)
     assert treespec.check_shapes(Head.flipped).errors
 
+
+def _rotate(x: jax.Array, cos: jax.Array) -> jax.Array:
+    # x: (t, heads, head_dim); cos: (t, head_dim // 2), as rotary tables are
+    x1, x2 = x[..., ::2], x[..., 1::2]
+    c = cos[:, None, :]
+    return jnp.stack([x1 * c - x2 * c, x1 * c + x2 * c], axis=-1).reshape(x.shape)
+
+
+class RotaryHeads(eqx.Module):
+    wq: eqx.nn.Linear
+    num_heads: int = eqx.field(static=True)
+
+    def __init__(self, d_model: int, num_heads: int, *, key: Any) -> None:
+        self.num_heads = num_heads
+        self.wq = eqx.nn.Linear(d_model, d_model, use_bias=False, key=key)
+
+    def __call__(self, x: jax.Array, cos: jax.Array) -> jax.Array:
+        t, d = x.shape
+        q = jax.vmap(self.wq)(x).reshape(t, self.num_heads, d // self.num_heads)
+        return _rotate(q, cos).reshape(t, d)
+
+
+@treespec.jit
+def _rotary(
+    attn: RotaryHeads, x: Float[Array, "t d"], cos: Float[Array, "t r"]
+) -> Float[Array, "t d"]:
+    return attn(x, cos)
+
+
+@treespec.jit
+def _rotary_bug(
+    attn: RotaryHeads, x: Float[Array, "t d"], cos: Float[Array, "t r"]
+) -> Float[Array, "t d"]:
+    return attn(x, cos.T)  # positions against the table's width
+
+
+def test_a_count_of_heads_is_an_unknown_a_relation_can_need() -> None:
+    # The table's r is half a head: d == 2*r*num_heads. At one head (the
+    # count taken) that is d == 2*r, an equality of named sizes; with the
+    # count an unknown, it holds where sizes divide each other: a note.
+    report = treespec.check_shapes(_rotary)
+    assert report.ok, str(report)
+    notes = [p.message for p in report.problems if "divide each other" in p.message]
+    assert notes and "r=" in notes[0] and "d=" in notes[0], str(report)
+    report = treespec.check_shapes(_rotary_bug)
+    errors = [p for p in report.problems if p.severity == "error"]
+    assert errors, str(report)
+
+
+class Stack(eqx.Module):
+    layers: list[eqx.nn.Linear]
+
+    def __init__(self, d: int, num_layers: int, *, key: Any) -> None:
+        keys = jax.random.split(key, num_layers)
+        self.layers = [eqx.nn.Linear(d, d, key=k) for k in keys]
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def test_a_count_of_layers_is_never_tried_at_other_values() -> None:
+    # More layers of one shape never make a shape fit: a bug stays an error
+    # at once, the stack built once per witness (not at sizes that divide).
+    @treespec.jit
+    def bug(stack: Stack, x: Float[Array, "n d"]) -> Float[Array, " n"]:
+        return jax.vmap(stack)(x)  # (n, d) against " n"
+
+    built: list[int] = []
+    init = Stack.__init__
+
+    def counting(self: Stack, d: int, num_layers: int, *, key: Any) -> None:
+        built.append(num_layers)
+        init(self, d, num_layers, key=key)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Stack, "__init__", counting)
+        report = treespec.check_shapes(bug)
+    assert [p.severity for p in report.problems] == ["note", "error"], str(report)
+    assert set(built) == {1}, built

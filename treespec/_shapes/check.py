@@ -25,6 +25,7 @@ from . import witness
 from .abstract import Builder, CannotBuild, MissingValue
 from .arguments import Target, arguments_of
 from .construct import NeedsConcrete, assumptions_text
+from .counts import counted_names, other_counts
 from .declared import constraints_of, declared_of, values_declared
 from .leaves import declared_names, own_names, rounded_names
 from .located import issue_of
@@ -46,18 +47,13 @@ from .relations import (
     with_relations,
 )
 from .report import ShapeIssue, ShapeReport
-from .runs import Findings, Run, combinations
+from .runs import MAX_COMBINATIONS, Findings, Run, planned
 from .scopes import InstanceScopes
 from .sizes import constrained, given_sizes, symbols_for
 from .tracing import splitter_for, trace
 from .user_code import def_line, shown
 
 __all__ = ["MAX_COMBINATIONS", "ShapeIssue", "ShapeReport", "check_shapes"]
-
-#: At most this many combinations of static values (`bool`, `Literal`, `Enum`
-#: leaves without a value) are checked per function; past it, a note says how
-#: many were left out.
-MAX_COMBINATIONS = 16
 
 
 def check_shapes(
@@ -204,23 +200,8 @@ class _Checker:
             sizes = {**symbols_for(free, self.constraints), **fixed}
         except Exception as error:  # JAX refuses the constraints: a usage error
             raise ValueError(f"check_shapes: bad constraints: {error}") from None
-        combos = list(combinations(first.choices))
-        notes: list[ShapeIssue] = []
-        if len(combos) > MAX_COMBINATIONS:
-            notes.append(
-                self._at_def(
-                    "note",
-                    f"checked {MAX_COMBINATIONS} of {len(combos)} combinations "
-                    "of static values (MAX_COMBINATIONS); give values to "
-                    "check the others",
-                )
-            )
-            combos = combos[:MAX_COMBINATIONS]
-        runs = [
-            Run(variant, chosen)
-            for variant in ((0, 1) if first.variadic else (0,))
-            for chosen in combos
-        ]
+        runs, left_out = planned(first.choices, first.variadic)
+        notes = [self._at_def("note", left_out)] if left_out else []
         outputs: list[tuple[str, Any]] = []
         for run in runs:
             found = self._one(run, sizes, free, fixed)
@@ -276,6 +257,9 @@ class _Checker:
         error = isinstance(found, ShapeIssue) and found.severity == "error"
         if error and (orderings := ordering_needed(found.message, self.declared)):
             return ordering_note(found, orderings)
+        if error and (counts := counted_names(self._assumed)):
+            names, trace_at = self._concrete(run, free, fixed)
+            return other_counts(found, trace_at, names, counts)
         return found
 
     def _one_run(
@@ -342,6 +326,17 @@ class _Checker:
     ) -> Any:
         """The run again at concrete witness sizes (see `witness.decide`),
         which satisfy the constraints given (`symbols`, made with them)."""
+        names, trace_at = self._concrete(run, free, fixed, symbols)
+        return witness.decide(trace_at, names, symbolic, self.t.inner, self.rounded)
+
+    def _concrete(
+        self,
+        run: Run,
+        free: list[str],
+        fixed: dict[str, Any],
+        symbols: Mapping[str, Any] | None = None,
+    ) -> tuple[list[str], Callable[[dict[str, int]], Any]]:
+        """The names, and a trace of the run at concrete sizes of them."""
         names, at = constrained(symbols or {}, free)
 
         def trace_at(sizes: dict[str, int]) -> Any:
@@ -382,7 +377,7 @@ class _Checker:
                 self.unknown |= builder.taken.unknown
             return self._trace(*args)
 
-        return witness.decide(trace_at, names, symbolic, self.t.inner, self.rounded)
+        return names, trace_at
 
     def _failure(self, found: Any) -> str | None:
         """What an error found says (JAX's message), for `solved`."""

@@ -12,7 +12,12 @@ from typing import Any
 
 from .report import ShapeIssue
 
-__all__ = ["Findings", "Run", "combinations", "common"]
+__all__ = ["MAX_COMBINATIONS", "Findings", "Run", "combinations", "common", "planned"]
+
+#: At most this many combinations of static values (`bool`, `Literal`, `Enum`
+#: leaves without a value) are checked per function; past it, a note says how
+#: many were left out.
+MAX_COMBINATIONS = 16
 
 
 class Run:
@@ -47,6 +52,24 @@ def combinations(choices: Mapping[str, tuple[Any, ...]]) -> Iterator[dict[str, A
     paths = list(choices)
     for values in itertools.product(*(choices[p] for p in paths)):
         yield dict(zip(paths, values))
+
+
+def planned(
+    choices: Mapping[str, tuple[Any, ...]], variadic: bool
+) -> tuple[list[Run], str]:
+    """The runs of a check: each combination of the static values' `choices`
+    (the first `MAX_COMBINATIONS`), in each variant; and what a note says
+    of the combinations left out, else `""`."""
+    combos = list(combinations(choices))
+    left_out = ""
+    if len(combos) > MAX_COMBINATIONS:
+        left_out = (
+            f"checked {MAX_COMBINATIONS} of {len(combos)} combinations of "
+            "static values (MAX_COMBINATIONS); give values to check the others"
+        )
+    variants = (0, 1) if variadic else (0,)
+    runs = [Run(v, chosen) for v in variants for chosen in combos[:MAX_COMBINATIONS]]
+    return runs, left_out
 
 
 class Findings:

@@ -1,0 +1,100 @@
+"""The counts of parts a constructor took by assumption (`num_heads` of an
+attention with no default: 1, `construct.py`), tried at other values where
+the function fails with them.
+
+A count is an unknown that exists too (DESIGN, "an error is certain"): an
+attention built with `num_heads` heads whose rotary table is annotated
+`"t r"` beside `x: "t d"` needs `d == 2*r*num_heads`, which fails at one
+head for every `d` and `r` the annotations keep distinct, and holds at
+sizes that divide each other with `num_heads = d // (2*r)`. So where the
+function fails with the counts it was built with, it runs again at the
+chain witnesses (`witness.chains`: sizes that divide each other), each
+count in turn at the ratios of those sizes; one that passes makes the
+failure a note that says the sizes and the count it ran with.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from .report import ShapeIssue
+from .witness import chains, shown
+
+__all__ = ["MAX_COUNT_TRIES", "counted_names", "other_counts"]
+
+#: At most this many runs try other counts, per failing function run, each
+#: at most this large.
+MAX_COUNT_TRIES = 12
+_LARGEST = 64
+
+
+#: A count of repetitions (`num_layers`, `depth`): it stacks parts of one
+#: shape, so no other value of it makes a shape fit; never varied.
+_REPEATS = re.compile(r"(layers|blocks|depth|steps|repeats|iterations)$", re.I)
+
+
+def counted_names(assumed: Mapping[str, Any]) -> dict[str, int]:
+    """The counts a constructor took by assumption that may shape an array
+    (`num_heads`, `groups`, not `num_layers`), by parameter name (the
+    builder gives a parameter so named the size of a run of that name)."""
+    return {
+        where.rpartition(".")[2]: value
+        for where, value in assumed.items()
+        if type(value) is int and not _REPEATS.search(where)
+    }
+
+
+def _ratios(sizes: Mapping[str, int]) -> list[int]:
+    """The ratios between sizes that divide each other, and their halves,
+    smallest first (one head of `d == 2*r*heads` is `d // r // 2`)."""
+    found = {
+        big // small
+        for big, small in itertools.permutations(sizes.values(), 2)
+        if small and big > small and big % small == 0
+    }
+    found |= {ratio // 2 for ratio in found if ratio % 2 == 0}
+    return sorted(r for r in found if 1 < r <= _LARGEST)
+
+
+def _tries(
+    names: Sequence[str], counts: Mapping[str, int]
+) -> Iterator[tuple[dict[str, int], dict[str, int]]]:
+    """Each chain witness with the counts as taken, then each count in turn
+    at each ratio of a chain's sizes (the others as taken)."""
+    every = chains(names)
+    for chain in every:
+        yield chain, dict(counts)
+    for chain in every:
+        for name, value in itertools.product(counts, _ratios(chain)):
+            yield chain, {**counts, name: value}
+
+
+def other_counts(
+    failed: ShapeIssue,
+    trace_at: Callable[[dict[str, int]], Any],
+    names: Sequence[str],
+    counts: Mapping[str, int],
+) -> ShapeIssue:
+    """`failed` (an error found with the `counts` as taken), or a note where
+    the function runs at sizes that divide each other with some counts
+    (`trace_at(sizes)` traces at concrete sizes, a count named like its
+    parameter): what fails at every try stays the error."""
+    tries = itertools.islice(_tries(names, counts), MAX_COUNT_TRIES)
+    for chain, values in tries:
+        if isinstance(trace_at({**chain, **values}), ShapeIssue):
+            continue
+        changed = {k: v for k, v in values.items() if counts.get(k) != v}
+        taken = f" and a constructor's count {shown(changed)}" if changed else ""
+        return dataclasses.replace(
+            failed,
+            severity="note",
+            message=f"holds only when sizes divide each other: it runs at "
+            f"{shown(chain)}{taken}, and fails where they do not "
+            f"({failed.message}); if the annotations assume it, state the "
+            "relation with constraints=(...) (JAX's syntax: 'heads == 4*kv')",
+        )
+    return failed
