@@ -191,6 +191,52 @@ def test_a_stack_of_layers_after_a_slice_ends_with_a_note(tmp_path: Path) -> Non
     assert summary == "checked 1 function: 0 errors, 1 note, 0 skipped"
 
 
+CROSS = """
+import math
+
+import equinox as eqx
+import jax
+from jaxtyping import Array, Float
+
+import treespec
+
+
+class Cross(eqx.Module):
+    w_q: Float[Array, "d_q d_a"]
+    w_k: Float[Array, "d_kv d_a"]
+    heads: int = eqx.field(static=True)  # no shape: built by __init__
+
+    def __init__(self, q_dim: int, kv_dim: int, attn_dim: int, *, key: jax.Array):
+        self.heads = 1
+        self.w_q = jax.random.normal(key, (q_dim, attn_dim)) / math.sqrt(q_dim)
+        self.w_k = jax.random.normal(key, (kv_dim, attn_dim)) / math.sqrt(kv_dim)
+
+
+@treespec.jit
+def scores(
+    attn: Cross, x: Float[Array, "t d_q"], ctx: Float[Array, "s d_kv"]
+) -> Float[Array, "t s"]:
+    q = (x @ attn.w_q) / math.sqrt(x.shape[1])  # a size as a number
+    return q @ (x @ attn.w_k).T  # keys from x, not ctx
+"""
+
+
+def test_relations_that_undo_each_other_end_the_solving(tmp_path: Path) -> None:
+    # x @ w_k asks for kv_dim == d_q, ctx for kv_dim == d_kv: each relation
+    # the failures asked for undid the other (at concrete sizes, 11 read as
+    # kv_dim where kv_dim == d_q had been taken), and the check never
+    # ended. Now a size is read as the named one it is related to, a
+    # relation asked for again ends the solving, and the bug is an error.
+    (tmp_path / "cross.py").write_text(CROSS)
+    done = _run("check", "--timeout", "100", "cross.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    (note, error, summary) = done.stdout.splitlines()
+    assert note.endswith("taken as the code needs them: q_dim == d_q, kv_dim == d_kv")
+    assert error.startswith("cross.py:27: error: scores:"), done.stdout
+    assert "got (d_q,) and (d_kv,)" in error, error
+    assert "skipped" not in error and summary.endswith("0 skipped"), done.stdout
+
+
 SCRIPT = """
 import argparse
 import pathlib

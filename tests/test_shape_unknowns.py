@@ -148,6 +148,28 @@ def test_solving_ends_when_a_relation_brings_nothing_new() -> None:
     assert relations == {"in__1": "min(d, 3)"}
 
 
+def test_solving_ends_when_relations_undo_each_other() -> None:
+    # Each failure asks for the relation the one before it replaced
+    # (`kv_dim == d_q`, then `kv_dim == d_kv`): the second time a set of
+    # relations comes back, the solving ends, with the relations of the
+    # run whose failure stands.
+    from treespec._shapes.relations import solved
+
+    runs = []
+
+    def trace() -> int:
+        runs.append(1)
+        if len(runs) > 10:
+            raise AssertionError("still solving after 10 runs")
+        return len(runs)
+
+    asked = [{"kv_dim": "d_q"}, {"kv_dim": "d_kv"}]
+    relations: dict[str, str] = {}
+    found = solved(trace, lambda _: "text", lambda _: asked[len(runs) % 2], relations)
+    assert found == len(runs) == 3
+    assert relations == {"kv_dim": "d_q"}, relations
+
+
 class Classifier(eqx.Module):
     head: eqx.nn.Linear
 

@@ -343,8 +343,10 @@ class _Checker:
             every = {**at(sizes), **fixed}
 
             def needed(text: str) -> dict[str, str]:  # its sizes by their names
+                # A size related to a named one is read as that name.
                 at_sizes = with_relations(every, self.relations)
-                shown = witness.by_names(text, at_sizes)
+                named = {k: v for k, v in at_sizes.items() if k not in self.relations}
+                shown = witness.by_names(text, named)
                 return relations_needed(shown, self.unknown)
 
             raised = self._raised  # what the run found, not its last try

@@ -138,8 +138,11 @@ def solved(
     It always ends: a failure that asks only for relations already taken
     (one whose size the checker cannot evaluate, `in__1 == min(d, 3)`) ends
     the solving, those relations put in `unusable` for the note that says
-    the check stopped there; so does a failure past `MAX_RELATIONS`."""
+    the check stopped there; so does a failure past `MAX_RELATIONS`, and one
+    that asks again for relations taken before (two that undo each other,
+    `kv_dim == d_q` then `kv_dim == d_kv`)."""
     found = trace()
+    seen = {frozenset(relations.items())}
     while (text := failure(found)) is not None:
         new = needed(text)
         fresh = {
@@ -149,8 +152,10 @@ def solved(
             if unusable is not None:
                 unusable.update(new)
             break
-        if len(relations) > MAX_RELATIONS:
-            break
+        after = frozenset({**relations, **fresh}.items())
+        if len(relations) > MAX_RELATIONS or after in seen:
+            break  # relations that undo each other: the failure stands
+        seen.add(after)
         relations.update(fresh)
         found = trace()
     return found

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .outcomes import relation_note, suggestion, unstated_relation
+from .parity import even_names, half_of, only_there, rounded_against_floor
 from .report import ShapeIssue
-from .user_code import lines_run
 
 __all__ = [
     "WITNESS_PRIMES",
@@ -111,8 +111,14 @@ def by_names(text: str, sizes: Mapping[str, int]) -> str:
             return number
         return names.get(int(number), number)
 
+    # A size a leaf bound a name to (`with d=19 bound by w`) is one.
+    text = _BOUND_AT.sub(lambda m: m[1] + names.get(int(m[2]), m[2]), text)
     # A line number (`called at line 22`) is never a size.
     return re.sub(r"(?<![\w.=])(?<!\bline )\d+(?!\w|\.\d)", named, text)
+
+
+#: A `ValidationError`'s binding at a concrete size: `with d=19 bound by`.
+_BOUND_AT = re.compile(r"(with \w+=)(\d+)(?= bound by)")
 
 
 def shown(sizes: Mapping[str, Any]) -> str:
@@ -163,17 +169,17 @@ def decide(
     # ceil(h/2) against `h//2` at an odd h) is a divisibility against the
     # return annotation: a note (DESIGN, "an error is certain"), as in the
     # body.
-    parity = _even(trace_at, results[0][0]) if held is results[1][0] else None
+    parity = even_names(trace_at, results[0][0]) if held is results[1][0] else None
     if parity:
         even = parity.names
         names = " and ".join([", ".join(even[:-1]), even[-1]] if even[1:] else even)
-        said = _rounded_against_floor(issue, sizes, even, rounded or {})
+        said = rounded_against_floor(issue, sizes, even, rounded or {})
         if issue.severity == "error" and said:
             return _concrete(sizes, issue, said)
-        if issue.severity == "error" and _only_there(trace_at, fun, parity):
+        if issue.severity == "error" and only_there(trace_at, fun, parity):
             return _concrete(sizes, issue, f"in the code's branch for an odd {names}")
         verb = "is" if len(even) == 1 else "are"
-        halves = [f"{n} == 2*{_half(n, even, free)}" for n in even]
+        halves = [f"{n} == 2*{half_of(n, even, free)}" for n in even]
         return _note(
             issue,
             f"holds only when {names} {verb} even: at {shown(sizes)}, {message}; "
@@ -245,29 +251,6 @@ def _concrete(
     )
 
 
-def _only_there(
-    trace_at: Callable[[dict[str, int]], Any], fun: Any, parity: _Parity
-) -> bool:
-    """Whether `fun` fails, at odd values of the names that must be even
-    (and at larger odd ones), on a line of its body it does not run at even
-    values, the other names as they were: a branch of its own for odd
-    sizes (`if d % 2:`), so meant to work; not a branch on another name or
-    on a size's magnitude (`if n <= 16`)."""
-    runs = []
-    for sizes in (parity.odd, parity.larger, parity.even):
-        with lines_run(fun) as ran:
-            trace_at(sizes)
-        runs.append(ran)
-    odd, larger, even = runs
-    line = odd.failed_at()
-    return (
-        bool(even.lines)
-        and line is not None
-        and line == larger.failed_at()
-        and line not in even.lines
-    )
-
-
 def chains(names: Sequence[str]) -> list[dict[str, int]]:
     """Witnesses whose sizes divide each other: each name's size a multiple
     of every later one's (`heads` of `kv_heads`, in the order the
@@ -327,74 +310,3 @@ def _divided(
         f"{shown(sizes)}, {message}; if it holds, state it with "
         "constraints=(...) (JAX's syntax)",
     )
-
-
-#: At most this many names are tried one by one for a parity (a trace each).
-_PARITY_NAMES = 12
-
-
-def _rounded_against_floor(
-    issue: ShapeIssue,
-    sizes: Mapping[str, int],
-    even: Sequence[str],
-    rounded: Mapping[str, tuple[str, int, int]],
-) -> str:
-    """Why a parity failure is an error where the annotations round a name
-    that must be even (`rounded`: name to its text, shift and divisor), and
-    the failure sets that rounding against the floor (`(h+1)//2`, 7 at
-    h=13, against `h//2`, 6): the annotation says what an odd h gives, and
-    a floor breaks it. Else `""`: a parity the code needs elsewhere (a x2
-    upsample of the rounded size) stays a note."""
-    numbers = set(re.findall(r"(?<![\w.])\d+(?![\w.])", issue.message))
-    for name in even:
-        if name not in rounded:
-            continue
-        text, shift, divisor = rounded[name]
-        up, down = (sizes[name] + shift) // divisor, sizes[name] // divisor
-        if up != down and {str(up), str(down)} <= numbers:
-            return f"the annotation's {text} says what an odd {name} gives"
-    return ""
-
-
-@dataclasses.dataclass(frozen=True)
-class _Parity:
-    """The names that must be even, and three witnesses that differ in those
-    names only: `even` (it holds), `odd` and `larger` (odd, 3x: it fails)."""
-
-    names: list[str]
-    even: dict[str, int]
-    odd: dict[str, int]
-    larger: dict[str, int]
-
-
-def _even(
-    trace_at: Callable[[dict[str, int]], Any], odd: dict[str, int]
-) -> _Parity | None:
-    """The names that must be even for a function that fails at the odd
-    witness and holds at the even one: each name in turn is made odd again
-    (the others staying as found), and kept even only where the function
-    then fails, and the function must fail again with them odd but larger
-    (else the relation is one of size, `n > 12`). None when no such set is
-    found within `_PARITY_NAMES`."""
-    if len(odd) > _PARITY_NAMES:
-        return None
-    sizes = {name: 2 * size for name, size in odd.items()}
-    for name in odd:
-        tried = {**sizes, name: odd[name]}
-        if not isinstance(trace_at(tried), ShapeIssue):
-            sizes = tried
-    even = [name for name in odd if sizes[name] != odd[name]]
-    # Parity, not size: it fails again with those names odd and larger (3x).
-    larger = {**sizes, **{name: 3 * odd[name] for name in even}}
-    if not even or not isinstance(trace_at(larger), ShapeIssue):
-        return None
-    return _Parity(even, sizes, {**sizes, **{n: odd[n] for n in even}}, larger)
-
-
-def _half(name: str, even: Sequence[str], free: Sequence[str]) -> str:
-    """A new symbol for half of `name`: `k` when one name is even, else
-    `k_NAME`; never a dimension name the function already uses."""
-    half = "k" if len(even) == 1 else f"k_{name}"
-    while half in free:
-        half += "_"
-    return half
