@@ -5,6 +5,7 @@ annotations cannot describe, declared beside the function and used by
 from __future__ import annotations
 
 import functools
+import itertools
 import subprocess
 import sys
 import textwrap
@@ -412,3 +413,67 @@ def test_an_nnx_optimizer_with_no_model_beside_it_is_skipped_naming_it() -> None
     (note,) = report.problems
     assert note.skipped and "optimizer" in note.message, str(report)
     assert "no Flax NNX module" in note.message, note.message
+
+
+class Dilated(eqx.Module):
+    """A stack of causal convolutions, one per dilation: `dilations` has no
+    default, and the fields (`eqx.nn.Conv1d`s) give no shape."""
+
+    convs: list[eqx.nn.Conv1d]
+
+    def __init__(self, channels: int, dilations: tuple[int, ...], *, key: Any) -> None:
+        self.convs = [
+            eqx.nn.Conv1d(channels, channels, 2, dilation=d, key=key) for d in dilations
+        ]
+
+
+@treespec.jit
+def _dilated(model: Dilated, x: Float[Array, "c t"]) -> Float[Array, "c t"]:
+    for conv in model.convs:
+        pad = conv.dilation[0]
+        x = conv(jnp.pad(x, ((0, 0), (pad, 0))))
+    return x
+
+
+class Widths(eqx.Module):
+    layers: list[eqx.nn.Linear]
+
+    def __init__(self, widths: tuple[int, ...], *, key: Any) -> None:
+        pairs = itertools.pairwise(widths)
+        self.layers = [eqx.nn.Linear(a, b, key=key) for a, b in pairs]
+
+
+def test_a_constructors_counts_of_each_part_take_one_part() -> None:
+    # `dilations: tuple[int, ...]` with no default made the function
+    # skipped, blaming a field of Conv1d (`num_spatial_dims`): it takes one
+    # part, (1,), said in the note, and the function is checked.
+    report = treespec.check_shapes(_dilated)
+    assert report.ok and not any(p.skipped for p in report.problems), str(report)
+    assert any("model.dilations=(1,)" in n.message for n in report.notes)
+
+
+def test_a_constructor_parameter_with_no_value_is_the_one_named() -> None:
+    # A tuple of sizes (an MLP's widths) is never guessed: the function is
+    # skipped, and the note names that parameter, not a field of a layer.
+    @treespec.jit
+    def mlp(model: Widths, x: Float[Array, " n"]) -> Float[Array, " m"]:
+        return x
+
+    (note,) = treespec.check_shapes(mlp).problems
+    assert note.skipped, str(note)
+    assert "model.widths (tuple[int, ...], a parameter of its constructor)" in (
+        note.message
+    ), note.message
+
+
+def test_a_declared_state_wins_over_the_one_built_from_the_model() -> None:
+    # What the user declares for an `eqx.nn.State` is what the check uses:
+    # a builder that raises skips the function, naming it.
+    def broken(model: ConvBN) -> Any:
+        raise RuntimeError("no state here")
+
+    report = treespec.check_shapes(
+        treespec.check_with(state=broken)(treespec.jit(_apply))
+    )
+    (note,) = report.problems
+    assert note.skipped and "RuntimeError: no state here" in note.message, str(report)

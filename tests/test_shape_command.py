@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import jax
+import pytest
 
 from .conftest import child_env
 
@@ -466,3 +467,54 @@ def test_a_file_that_fails_at_import_is_that_error_not_nothing_found(
     assert done.returncode == 1, done.stdout + done.stderr
     assert "raised RuntimeError at import" in done.stdout, done.stdout
     assert "no function a treespec transform wraps" not in done.stdout, done.stdout
+
+
+def test_an_in_process_run_leaves_the_alarm_as_it_found_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `main()` called from a test suite or a notebook arms SIGALRM for its
+    # time bound: afterwards the caller's own handler is back and no alarm
+    # is left to go off in the caller's code.
+    import signal
+
+    from treespec._shapes.command import main
+
+    (tmp_path / "scaled_only.py").write_text(PROJECT.replace("x @ w.T", "x @ w"))
+    monkeypatch.chdir(tmp_path)
+
+    def mine(signum: int, frame: object) -> None:
+        raise AssertionError("the check's alarm went off in the caller's code")
+
+    previous = signal.signal(signal.SIGALRM, mine)
+    try:
+        assert main(["check", "--timeout", "60", "scaled_only.py"]) == 0
+        assert signal.getsignal(signal.SIGALRM) is mine
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    assert capsys.readouterr().out.splitlines() == [
+        "checked 1 function: 0 errors, 0 notes, 0 skipped"
+    ]
+
+
+def test_a_function_under_two_names_is_checked_once(tmp_path: Path) -> None:
+    (tmp_path / "aliased.py").write_text(
+        PROJECT.replace("x @ w.T", "x @ w") + "\n\nstep = project\n"
+    )
+    done = _run("check", "aliased.py", cwd=tmp_path)
+    assert done.stdout.splitlines() == [
+        "checked 1 function: 0 errors, 0 notes, 0 skipped"
+    ], done.stdout + done.stderr
+
+
+def test_a_folder_python_cannot_import_is_files_not_a_package(tmp_path: Path) -> None:
+    # `my-pkg/` holds an `__init__.py` but is no importable package name:
+    # its files are checked as the scripts they are.
+    (tmp_path / "my-pkg").mkdir()
+    (tmp_path / "my-pkg" / "__init__.py").write_text("")
+    (tmp_path / "my-pkg" / "model.py").write_text(PROJECT)
+    done = _run("check", "my-pkg/model.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    (error, summary) = done.stdout.splitlines()
+    assert error.startswith("my-pkg/model.py:9: error: project:"), error
+    assert summary == "checked 1 function: 1 error, 0 notes, 0 skipped"

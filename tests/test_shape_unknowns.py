@@ -170,6 +170,35 @@ def test_solving_ends_when_relations_undo_each_other() -> None:
     assert relations == {"kv_dim": "d_q"}, relations
 
 
+def test_a_relation_in_jaxs_syntax_is_evaluated_at_the_sizes() -> None:
+    # JAX writes a size as `floordiv(h, 2)` or `mod(n, 3)`: a relation
+    # taken in that form sets the unknown at a run's sizes; one that cannot
+    # be read (a name the run has no size for) leaves it.
+    from treespec._shapes.relations import with_relations
+
+    taken = {"half": "floordiv(h, 2)", "rest": "mod(n, 3)", "lost": "min(q, 3)"}
+    sizes = with_relations({"h": 14, "n": 11}, taken)
+    assert sizes == {"h": 14, "n": 11, "half": 7, "rest": 2}
+
+
+def test_solving_ends_past_the_most_relations_a_function_takes() -> None:
+    # Each failure asks for a new relation: past MAX_RELATIONS the solving
+    # ends, the failure standing.
+    from treespec._shapes.relations import MAX_RELATIONS, solved
+
+    runs: list[int] = []
+
+    def trace() -> int:
+        runs.append(1)
+        if len(runs) > 100:
+            raise AssertionError("still solving after 100 runs")
+        return len(runs)
+
+    relations: dict[str, str] = {}
+    solved(trace, lambda _: "text", lambda _: {f"u{len(runs)}": "d"}, relations)
+    assert len(relations) == MAX_RELATIONS + 1 and len(runs) == MAX_RELATIONS + 2
+
+
 class Classifier(eqx.Module):
     head: eqx.nn.Linear
 
@@ -608,3 +637,147 @@ def test_a_count_of_layers_is_never_tried_at_other_values() -> None:
         report = treespec.check_shapes(bug)
     assert [p.severity for p in report.problems] == ["note", "error"], str(report)
     assert set(built) == {1}, built
+
+
+@treespec.jit
+def _lstm_cell(
+    w_x: Float[Array, "i g"],
+    w_h: Float[Array, "h g"],
+    x: Float[Array, "b i"],
+    state: tuple[Float[Array, "b h"], Float[Array, "b h"]],
+) -> tuple[Float[Array, "b h"], Float[Array, "b h"]]:
+    h, c = state
+    i, f, g, o = jnp.split(x @ w_x + h @ w_h, 4, axis=-1)
+    c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+    return jax.nn.sigmoid(o) * jnp.tanh(c), c
+
+
+@treespec.jit
+def _lstm_cell_bug(
+    w_x: Float[Array, "i g"],
+    w_h: Float[Array, "h g"],
+    x: Float[Array, "b i"],
+    state: tuple[Float[Array, "b h"], Float[Array, "b h"]],
+) -> tuple[Float[Array, "b h"], Float[Array, "b h"]]:
+    h, c = state
+    i, f, g, o = jnp.split(x @ w_x + h @ w_h, 4, axis=0)  # the batch axis split
+    c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+    return jax.nn.sigmoid(o) * jnp.tanh(c), c
+
+
+def test_a_quarter_of_a_size_is_read_as_one_and_its_relation_is_a_note() -> None:
+    # An LSTM's four gates side by side: g == 4*h, a relation between named
+    # sizes the annotations do not state (the 18 of a gate at g=72 is
+    # g // 4), as n == h*w of a patch grid is.
+    report = treespec.check_shapes(_lstm_cell)
+    (note,) = report.problems
+    assert note.severity == "note" and "g == 4*h" in note.message, str(report)
+    assert "(b, g // 4), (b, h)" in note.message, note.message
+    report = treespec.check_shapes(_lstm_cell_bug)
+    assert [p.severity for p in report.problems] == ["error"], str(report)
+
+
+@treespec.jit
+def _decoder_step(
+    w_x: Float[Array, "dx g"],
+    w_h: Float[Array, "h g"],
+    emb: Float[Array, "b e"],
+    context: Float[Array, "b h"],
+    state: tuple[Float[Array, "b h"], Float[Array, "b h"]],
+) -> Float[Array, "b h"]:
+    x = jnp.concatenate([emb, context], axis=-1)
+    return _lstm_cell(w_x, w_h, x, state)[0]
+
+
+def test_a_nested_calls_binding_against_an_expression_is_a_relation() -> None:
+    # The decoder's input is an embedding and a context side by side: its
+    # dx is e + h, which a nested treespec function's validation says as
+    # `i=dx bound by w_x, got float32[b,h + e]` (JAX orders the sum): a
+    # relation, not a bug.
+    report = treespec.check_shapes(_decoder_step)
+    assert report.ok, str(report)
+    relations = [p.message for p in report.problems if "needs a relation" in p.message]
+    assert relations and "dx == h + e" in relations[0], str(report)
+
+
+class Subsample(nnx.Module):
+    def __init__(self, num_mels: int, channels: int, *, rngs: nnx.Rngs) -> None:
+        self.conv1 = nnx.Conv(1, channels, (3, 3), strides=(2, 2), rngs=rngs)
+        self.conv2 = nnx.Conv(channels, channels, (3, 3), strides=(2, 2), rngs=rngs)
+        self.proj = nnx.Linear(channels * (num_mels // 4), channels, rngs=rngs)
+
+
+@treespec.jit
+def _subsample(sub: Subsample, mel: Float[Array, "b t m"]) -> Float[Array, "b t//4 c"]:
+    x = nnx.relu(sub.conv2(nnx.relu(sub.conv1(mel[..., None]))))
+    b, t4, m4, c = x.shape
+    return sub.proj(x.reshape(b, t4, m4 * c))
+
+
+@treespec.jit
+def _subsample_bug(
+    sub: Subsample, mel: Float[Array, "b t m"]
+) -> Float[Array, "b t//4 c"]:
+    x = nnx.relu(sub.conv2(nnx.relu(sub.conv1(mel[..., None]))))
+    b, t4, m4, c = x.shape
+    return sub.proj(x.reshape(b, m4, t4 * c))  # time folded, not frequency
+
+
+def test_a_constructors_size_is_solved_at_sizes_that_divide_each_other() -> None:
+    # num_mels // 4 after two stride-2 convolutions over m: num_mels == m
+    # holds only where m is a multiple of 4, which no witness of distinct
+    # odd sizes (or their doubles) is; at sizes that divide each other it
+    # runs: a note. The bug past it stays an error.
+    report = treespec.check_shapes(_subsample)
+    assert report.ok, str(report)
+    notes = [p.message for p in report.problems if "divide each other" in p.message]
+    assert notes and notes[0].startswith("holds only when sizes divide each other")
+    ran_at = notes[0].split(", and fails")[0]  # num_mels is m there: unsaid
+    assert "m=12" in ran_at and "num_mels" not in ran_at, notes[0]
+    report = treespec.check_shapes(_subsample_bug)
+    assert any(p.severity == "error" for p in report.problems), str(report)
+
+
+class Attend(eqx.Module):
+    w_k: Float[Array, "d_kv d_a"]
+    heads: int = eqx.field(static=True)  # no shape: built by __init__
+
+    def __init__(self, kv_dim: int, attn_dim: int, *, key: Any) -> None:
+        self.heads = 1
+        self.w_k = jax.random.normal(key, (kv_dim, attn_dim)) / kv_dim**0.5
+
+
+@treespec.jit
+def _attend(attn: Attend, ctx: Float[Array, "s d_kv"]) -> Float[Array, "s d_a"]:
+    return ctx @ attn.w_k
+
+
+class CrossLayer(eqx.Module):
+    cross: Attend
+
+    def __init__(self, memory_dim: int, attn_dim: int, *, key: Any) -> None:
+        self.cross = Attend(memory_dim, attn_dim, key=key)
+
+
+@treespec.jit
+def _cross_layer(layer: CrossLayer, memory: Float[Array, "s e"]) -> Float[Array, "s a"]:
+    return _attend(layer.cross, memory)
+
+
+@treespec.jit
+def _cross_layer_bug(
+    layer: CrossLayer, memory: Float[Array, "s e"]
+) -> Float[Array, "s a"]:
+    return _attend(layer.cross, memory.T)  # positions where features go
+
+
+def test_a_nested_calls_own_name_is_not_the_callers() -> None:
+    # The nested call binds its d_kv to the layer's memory_dim, and the
+    # caller passes a memory of width e: memory_dim == e (it was taken as
+    # d_kv, a name of the nested function only, and the check stopped).
+    report = treespec.check_shapes(_cross_layer)
+    assert report.ok, str(report)
+    assert any("memory_dim == e" in p.message for p in report.notes), str(report)
+    assert not any("cannot evaluate" in p.message for p in report.notes), str(report)
+    report = treespec.check_shapes(_cross_layer_bug)
+    assert any(p.severity == "error" for p in report.problems), str(report)

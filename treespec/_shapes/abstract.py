@@ -54,6 +54,7 @@ from .construct import (
     NeedsConcrete,
     Refused,
     Taken,
+    Unbuildable,
     by_init,
     field_defaults,
     has_own_init,
@@ -303,6 +304,8 @@ class Builder:
             if self.sizes is None:  # every stand-in of the first pass refused
                 raise error from None
             raise CannotBuild(path, str(refused)) from None
+        except Unbuildable as missing:  # what to give: that parameter's value
+            raise MissingValue(missing.where, missing.text) from None
         except Exception:
             raise error from None
 

@@ -257,9 +257,11 @@ class _Checker:
         error = isinstance(found, ShapeIssue) and found.severity == "error"
         if error and (orderings := ordering_needed(found.message, self.declared)):
             return ordering_note(found, orderings)
-        if error and (counts := counted_names(self._assumed)):
+        if error and (self.unknown or counted_names(self._assumed)):
+            # Unknowns that exist: at sizes that divide each other too.
             names, trace_at = self._concrete(run, free, fixed)
-            return other_counts(found, trace_at, names, counts)
+            counts = counted_names(self._assumed)
+            return other_counts(found, trace_at, names, counts, self.relations)
         return found
 
     def _one_run(

@@ -37,12 +37,40 @@ __all__ = [
     "Refused",
     "STAND_INS",
     "Taken",
+    "Unbuildable",
 ]
 
 
 class NeedsConcrete(Exception):
     """A constructor that cannot run at symbolic sizes (its message is JAX's
     or the constructor's)."""
+
+
+class Unbuildable(TypeError):
+    """A constructor's parameter the check has no value for."""
+
+    def __init__(self, where: str, text: str) -> None:
+        super().__init__(f"{where} has no value to build it with")
+        self.where = where
+        self.text = text
+
+
+def _of_ints(annotation: Any) -> bool:
+    """Whether an annotation is a tuple or list of `int`s."""
+    text = annotation if isinstance(annotation, str) else repr(annotation)
+    return (
+        re.fullmatch(r"(typing\.)?([Tt]uple|[Ll]ist)\[int(, \.\.\.)?\]", text)
+        is not None
+    )
+
+
+def _text(annotation: Any) -> str:
+    """An annotation as a user wrote it (`tuple[int, ...]`, `int`)."""
+    if annotation is inspect.Parameter.empty:
+        return "no annotation"
+    if isinstance(annotation, str):
+        return annotation
+    return annotation.__name__ if isinstance(annotation, type) else repr(annotation)
 
 
 class Refused(Exception):
@@ -220,7 +248,15 @@ def _argument(
         # A switch (`flip`, `use_bias`): its False side, said in the note.
         assumed[where] = False
         return False
-    raise TypeError(f"{where} has no value to build it with")
+    if (
+        name.rstrip("s") != name
+        and _COUNT.search(name.rstrip("s"))
+        and _of_ints(annotation)
+    ):
+        # Counts of each part (`dilations`, `strides`): one part, said.
+        assumed[where] = (1,)
+        return (1,)
+    raise Unbuildable(where, f"{_text(annotation)}, a parameter of its constructor")
 
 
 def _eval_shape(cls: type) -> Callable[[Callable[[], Any]], Any]:
@@ -241,7 +277,7 @@ def _eval_shape(cls: type) -> Callable[[Callable[[], Any]], Any]:
 
 def assumptions_text(assumed: Mapping[str, Any], function: str) -> str:
     """The note for the values a constructor was built with by assumption."""
-    kinds = {int: "counts", float: "rates", bool: "switches"}
+    kinds = {int: "counts", tuple: "counts", float: "rates", bool: "switches"}
     by_kind: dict[str, list[str]] = {}
     for where, value in assumed.items():
         by_kind.setdefault(kinds.get(type(value), "counts"), []).append(

@@ -1,6 +1,8 @@
-"""The counts of parts a constructor took by assumption (`num_heads` of an
-attention with no default: 1, `construct.py`), tried at other values where
-the function fails with them.
+"""The unknowns of a function that fails, at sizes that divide each other:
+a constructor's sizes (`num_mels` of a `Linear(channels * (num_mels // 4))`
+after two stride-2 convolutions over `m`: `m` a multiple of 4), and the
+counts of parts it took by assumption (`num_heads` of an attention with no
+default: 1, `construct.py`), tried at other values.
 
 A count is an unknown that exists too (DESIGN, "an error is certain"): an
 attention built with `num_heads` heads whose rotary table is annotated
@@ -18,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from .report import ShapeIssue
@@ -78,11 +80,13 @@ def other_counts(
     trace_at: Callable[[dict[str, int]], Any],
     names: Sequence[str],
     counts: Mapping[str, int],
+    solved: Collection[str] = (),
 ) -> ShapeIssue:
     """`failed` (an error found with the `counts` as taken), or a note where
     the function runs at sizes that divide each other with some counts
     (`trace_at(sizes)` traces at concrete sizes, a count named like its
-    parameter): what fails at every try stays the error."""
+    parameter; the `solved` sizes, set by their relations, go unsaid): what
+    fails at every try stays the error."""
     tries = itertools.islice(_tries(names, counts), MAX_COUNT_TRIES)
     for chain, values in tries:
         if isinstance(trace_at({**chain, **values}), ShapeIssue):
@@ -93,7 +97,8 @@ def other_counts(
             failed,
             severity="note",
             message=f"holds only when sizes divide each other: it runs at "
-            f"{shown(chain)}{taken}, and fails where they do not "
+            f"{shown({k: v for k, v in chain.items() if k not in solved})}"
+            f"{taken}, and fails where they do not "
             f"({failed.message}); if the annotations assume it, state the "
             "relation with constraints=(...) (JAX's syntax: 'heads == 4*kv')",
         )

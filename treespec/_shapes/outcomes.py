@@ -20,6 +20,7 @@ from .reshapes import Unequal
 from .user_code import raised_by_a_library
 
 __all__ = [
+    "bound_against_value",
     "first_lines",
     "outcome",
     "ordering_needed",
@@ -201,7 +202,9 @@ def unstated_relation(text: str) -> list[str]:
     the shapes differ otherwise (`(b, n), (b, m)`, `(h - 2,)` against
     `(h,)`): then it is the sizes, not a relation, that disagree."""
     relations = []
-    for a, b in unequal_sizes(text):
+    # One argument's against a binding (a nested call's): never the return's.
+    problems = [] if "the return value" in text else bound_against_value(text)
+    for a, b in unequal_sizes(text) or (problems[0] if len(problems) == 1 else []):
         if "1" in (a, b):
             continue
         lone, other = (a, b) if DIM_NAME.fullmatch(a) else (b, a)
@@ -214,6 +217,33 @@ def unstated_relation(text: str) -> list[str]:
         relation = f"{part[1]} == {part[2]}*{lone}" if part else f"{lone} == {other}"
         relations.append(relation)
     return relations
+
+
+#: One problem of a `ValidationError`: its annotation, bindings and value
+#: (`expected Float[Array, 'b i'] with b bound by x, i=dx bound by w_x, got
+#: float32[b,h + e]`).
+_PROBLEM = re.compile(
+    r"expected \w+\[[\w.]+, '([^']*)'\] with (.*?), got \w+\[([^\]]*)\]"
+)
+
+
+def bound_against_value(text: str) -> list[list[tuple[str, str]]]:
+    """For each problem of a `ValidationError`, the sizes its annotation's
+    names were bound to (by another leaf: a nested call's `w_x`, an
+    instance's field), or the names, against the value's, where they
+    differ; where the ranks differ or a name is not plain (`*b`, `...`,
+    `h//2`), each binding against the name it binds."""
+    found = []
+    for written, bindings, shape in _PROBLEM.findall(text):
+        bound = dict(re.findall(r"(\w+)=(\w+) bound by", bindings))
+        tokens, sizes = written.split(), [d.strip() for d in shape.split(",")]
+        plain = all(t.isidentifier() or t.isdigit() for t in tokens)
+        if len(tokens) != len(sizes) or not plain:  # `*b`, `...`, `h//2`
+            found.append([(size, name) for name, size in bound.items()])
+            continue
+        pairs = [(bound.get(token, token), size) for token, size in zip(tokens, sizes)]
+        found.append([(a, b) for a, b in pairs if a != b])
+    return found
 
 
 def unequal_sizes(text: str) -> list[tuple[str, str]]:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
-from .outcomes import unequal_sizes
+from .outcomes import bound_against_value, unequal_sizes
 from .scopes import SCOPED, InstanceScopes
 
 __all__ = [
@@ -57,11 +57,13 @@ def relations_needed(text: str, unknown: Collection[str] = ()) -> dict[str, str]
                 break
     if "the return value" not in text:
         # An argument's dimension bound by an instance's field to a
-        # constructor's size (`with c=channels bound by self.pos`): the
-        # author builds the instance to fit its input, so channels is c.
-        for name, bound in _BOUND.findall(text):
-            if bound in unknown and bound not in found:
-                found[bound] = name
+        # constructor's size (`with c=channels bound by self.pos`, got
+        # `[c,h,w]`): the author builds the instance to fit its input, so
+        # channels is c, the value's size there (a nested call's own name
+        # is not the caller's: `d_kv=memory_dim`, got `[b,s,e]`: e).
+        for bound, size in itertools.chain(*bound_against_value(text)):
+            if bound in unknown and bound not in found and not size.isdigit():
+                found[bound] = size
     return found
 
 

@@ -85,9 +85,11 @@ _DTYPE = re.compile(r"\b(?:bool|(?:b?float|u?int|complex)\d+)\[$")
 
 def by_names(text: str, sizes: Mapping[str, int]) -> str:
     """`text` with each witness size written as its dimension's name, and a
-    product of two of them, or twice one, as that product of names (`143` at
-    `b=11, n=13` is `b*n`; `22` is `2*b`): distinct odd primes factor one way
-    only; a number with two readings (at chain witnesses) stays a number,
+    product of two of them, twice one, or a half, third or quarter of one
+    (at least `_SMALLEST_PART`), as that expression of names (`143` at `b=11,
+    n=13` is `b*n`; `22` is `2*b`; `18` at `g=72` is `g // 4`): distinct odd
+    primes factor one way only; a number with two readings (at chain
+    witnesses) stays a number,
     and a line number, a count of problems and a key path's index stay
     one."""
     names = {size: name for name, size in sizes.items()}
@@ -97,6 +99,9 @@ def by_names(text: str, sizes: Mapping[str, int]) -> str:
         readings.setdefault(one * other, set()).add(f"{first}*{second}")
     for name, size in sizes.items():
         readings.setdefault(2 * size, set()).add(f"2*{name}")
+        for part in (2, 3, 4):  # a part of one (`g // 4`: an LSTM's gate)
+            if size % part == 0 and size // part >= _SMALLEST_PART:
+                readings.setdefault(size // part, set()).add(f"{name} // {part}")
     for size, read in readings.items():  # one reading only (at a chain
         if len(read) == 1:  # witness 144 is both kv*kv and 2*h)
             names.setdefault(size, read.pop())
@@ -117,6 +122,9 @@ def by_names(text: str, sizes: Mapping[str, int]) -> str:
     return re.sub(r"(?<![\w.=])(?<!\bline )\d+(?!\w|\.\d)", named, text)
 
 
+#: The smallest part of a size read as one (below, a literal: an axis, a
+#: kernel's width).
+_SMALLEST_PART = 10
 #: A `ValidationError`'s binding at a concrete size: `with d=19 bound by`.
 _BOUND_AT = re.compile(r"(with \w+=)(\d+)(?= bound by)")
 
