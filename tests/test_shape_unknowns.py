@@ -4,6 +4,7 @@ code's own checks ask for, said in a note; a bug past it is still found."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
@@ -128,23 +129,34 @@ def test_a_twin_whose_bug_the_annotations_can_see_stays_an_error() -> None:
     assert [p.severity for p in report.problems] == ["error"], str(report)
 
 
+def _solving(
+    runs: list[int],
+    most: int,
+    asked: Callable[[], dict[str, str]],
+    relations: dict[str, str],
+) -> Any:
+    """`relations.solved` over a trace that always fails (it returns how
+    many runs were made), each failure asking for `asked()`; more than
+    `most` runs is a test failure: the solving did not end."""
+    from treespec._shapes.relations import solved
+
+    def trace() -> int:
+        runs.append(1)
+        if len(runs) > most:
+            raise AssertionError(f"still solving after {most} runs")
+        return len(runs)
+
+    return solved(trace, lambda _: "text", lambda _: asked(), relations)
+
+
 def test_solving_ends_when_a_relation_brings_nothing_new() -> None:
     # A relation the checker cannot use (a size JAX writes as `min(d, 3)`,
     # which it cannot evaluate) is asked for again after each run: the
     # solving ends there instead of running again for ever.
-    from treespec._shapes.relations import solved
-
-    runs = []
-
-    def trace() -> str:
-        runs.append(1)
-        if len(runs) > 10:
-            raise AssertionError("still solving after 10 runs")
-        return "failed"
-
+    runs: list[int] = []
     relations: dict[str, str] = {}
-    found = solved(trace, lambda _: "text", lambda _: {"in__1": "min(d, 3)"}, relations)
-    assert found == "failed" and len(runs) == 2
+    found = _solving(runs, 10, lambda: {"in__1": "min(d, 3)"}, relations)
+    assert found == len(runs) == 2
     assert relations == {"in__1": "min(d, 3)"}
 
 
@@ -153,19 +165,10 @@ def test_solving_ends_when_relations_undo_each_other() -> None:
     # (`kv_dim == d_q`, then `kv_dim == d_kv`): the second time a set of
     # relations comes back, the solving ends, with the relations of the
     # run whose failure stands.
-    from treespec._shapes.relations import solved
-
-    runs = []
-
-    def trace() -> int:
-        runs.append(1)
-        if len(runs) > 10:
-            raise AssertionError("still solving after 10 runs")
-        return len(runs)
-
+    runs: list[int] = []
     asked = [{"kv_dim": "d_q"}, {"kv_dim": "d_kv"}]
     relations: dict[str, str] = {}
-    found = solved(trace, lambda _: "text", lambda _: asked[len(runs) % 2], relations)
+    found = _solving(runs, 10, lambda: asked[len(runs) % 2], relations)
     assert found == len(runs) == 3
     assert relations == {"kv_dim": "d_q"}, relations
 
@@ -184,18 +187,11 @@ def test_a_relation_in_jaxs_syntax_is_evaluated_at_the_sizes() -> None:
 def test_solving_ends_past_the_most_relations_a_function_takes() -> None:
     # Each failure asks for a new relation: past MAX_RELATIONS the solving
     # ends, the failure standing.
-    from treespec._shapes.relations import MAX_RELATIONS, solved
+    from treespec._shapes.relations import MAX_RELATIONS
 
     runs: list[int] = []
-
-    def trace() -> int:
-        runs.append(1)
-        if len(runs) > 100:
-            raise AssertionError("still solving after 100 runs")
-        return len(runs)
-
     relations: dict[str, str] = {}
-    solved(trace, lambda _: "text", lambda _: {f"u{len(runs)}": "d"}, relations)
+    _solving(runs, 100, lambda: {f"u{len(runs)}": "d"}, relations)
     assert len(relations) == MAX_RELATIONS + 1 and len(runs) == MAX_RELATIONS + 2
 
 
