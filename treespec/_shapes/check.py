@@ -25,7 +25,7 @@ from . import witness
 from .abstract import Builder, CannotBuild, MissingValue
 from .arguments import Target, arguments_of
 from .construct import NeedsConcrete, assumptions_text
-from .counts import counted_names, other_counts
+from .counts import FEWER_MATCHES, counted_names, other_counts, sizes_unread
 from .declared import constraints_of, declared_of, values_declared
 from .leaves import declared_names, own_names, rounded_names
 from .located import issue_of
@@ -40,6 +40,7 @@ from .outcomes import (
     unusable_note,
 )
 from .relations import (
+    MAX_MATCHES,
     relations_needed,
     relations_text,
     solved,
@@ -257,11 +258,11 @@ class _Checker:
         error = isinstance(found, ShapeIssue) and found.severity == "error"
         if error and (orderings := ordering_needed(found.message, self.declared)):
             return ordering_note(found, orderings)
-        if error and (self.unknown or counted_names(self._assumed)):
-            # Unknowns that exist: at sizes that divide each other too.
-            names, trace_at = self._concrete(run, free, fixed)
-            counts = counted_names(self._assumed)
-            return other_counts(found, trace_at, names, counts, self.relations)
+        counts = counted_names(self._assumed)
+        if error and sizes_unread(found.message) and (self.unknown or counts):
+            names, matching = self._concrete(run, free, fixed, most=FEWER_MATCHES)
+            plain = self._concrete(run, free, fixed, most=0)[1]
+            return other_counts(found, (matching, plain), names, counts, self.relations)
         return found
 
     def _one_run(
@@ -337,8 +338,10 @@ class _Checker:
         free: list[str],
         fixed: dict[str, Any],
         symbols: Mapping[str, Any] | None = None,
+        most: int = MAX_MATCHES,
     ) -> tuple[list[str], Callable[[dict[str, int]], Any]]:
-        """The names, and a trace of the run at concrete sizes of them."""
+        """The names, and a trace of the run at concrete sizes of them (the
+        unknowns no failure relates set equal to named sizes, `most` tries)."""
         names, at = constrained(symbols or {}, free)
 
         def trace_at(sizes: dict[str, int]) -> Any:
@@ -358,6 +361,7 @@ class _Checker:
                 needed,
                 (self.relations, self.unusable),
                 (self.unknown, [n for n in names if n not in self.unknown]),
+                most,
             )
             if self._failure(found) is not None:
                 self._raised = raised
@@ -392,7 +396,5 @@ class _Checker:
         return ShapeIssue(severity, self.t.file, self.t.line, self.t.name, message)
 
     def _skipped(self, error: Exception) -> ShapeReport:
-        t = self.t
-        message = skipped_text(error, t.name)
-        issue = ShapeIssue("note", t.file, t.line, t.name, message, skipped=True)
-        return ShapeReport(t.name, (issue,))
+        issue = self._at_def("note", skipped_text(error, self.t.name))
+        return ShapeReport(self.t.name, (dataclasses.replace(issue, skipped=True),))

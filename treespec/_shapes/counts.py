@@ -23,15 +23,26 @@ import re
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
+from .._runtime.checking.dims import DIM_NAME
+from .outcomes import unequal_sizes
 from .report import ShapeIssue
 from .witness import chains, shown
 
-__all__ = ["MAX_COUNT_TRIES", "counted_names", "other_counts"]
+__all__ = [
+    "FEWER_MATCHES",
+    "MAX_COUNT_TRIES",
+    "counted_names",
+    "other_counts",
+    "sizes_unread",
+]
 
 #: At most this many runs try other counts, per failing function run, each
 #: at most this large.
 MAX_COUNT_TRIES = 12
 _LARGEST = 64
+#: At sizes that divide each other, at most this many assignments of the
+#: unknowns no failure relates are tried (`relations.matched`), per run.
+FEWER_MATCHES = 16
 
 
 #: A count of repetitions (`num_layers`, `depth`): it stacks parts of one
@@ -48,6 +59,18 @@ def counted_names(assumed: Mapping[str, Any]) -> dict[str, int]:
         for where, value in assumed.items()
         if type(value) is int and not _REPEATS.search(where)
     }
+
+
+def sizes_unread(message: str) -> bool:
+    """Whether a failure sets a size against another where one is not a
+    name (`(t, 1, 9)` against `(t, 1, r)`: a half of a head): other sizes
+    may fit. Two names that differ (`(t, b)` against `(b, t)`) are an
+    equality between named sizes, which no unknown changes; a failure whose
+    sizes it cannot read is tried too."""
+    pairs = unequal_sizes(message)
+    return not pairs or not all(
+        DIM_NAME.fullmatch(side) for pair in pairs for side in pair
+    )
 
 
 def _ratios(sizes: Mapping[str, int]) -> list[int]:
@@ -77,18 +100,21 @@ def _tries(
 
 def other_counts(
     failed: ShapeIssue,
-    trace_at: Callable[[dict[str, int]], Any],
+    traces: tuple[Callable[[dict[str, int]], Any], Callable[[dict[str, int]], Any]],
     names: Sequence[str],
     counts: Mapping[str, int],
     solved: Collection[str] = (),
 ) -> ShapeIssue:
     """`failed` (an error found with the `counts` as taken), or a note where
     the function runs at sizes that divide each other with some counts
-    (`trace_at(sizes)` traces at concrete sizes, a count named like its
-    parameter; the `solved` sizes, set by their relations, go unsaid): what
-    fails at every try stays the error."""
+    (`traces`: each traces at concrete sizes, a count named like its
+    parameter; the first sets unknowns equal to named sizes where no
+    failure relates them, for the counts as taken, the second not, for
+    other counts; the `solved` sizes, set by their relations, go unsaid):
+    what fails at every try stays the error."""
     tries = itertools.islice(_tries(names, counts), MAX_COUNT_TRIES)
     for chain, values in tries:
+        trace_at = traces[values != counts]
         if isinstance(trace_at({**chain, **values}), ShapeIssue):
             continue
         changed = {k: v for k, v in values.items() if counts.get(k) != v}

@@ -182,6 +182,7 @@ def matched(
     unknown: Collection[str],
     named: Sequence[str],
     relations: dict[str, str],
+    most: int = MAX_MATCHES,
 ) -> tuple[Any] | None:
     """Where a failure shows no relation the checker can read (a size JAX
     wrote at concrete witnesses, `(20,)` against `(10,)`, or one made of
@@ -190,9 +191,9 @@ def matched(
     failure. One assignment that makes the function pass makes it pass
     (DESIGN, "an error is certain"); it stays in `relations`, for the note.
     Returns `(what the passing trace found,)`, or None when none of the
-    first `MAX_MATCHES` does: the failure stands."""
+    first `most` does: the failure stands."""
     free = [u for u in sorted(unknown) if u not in relations]
-    for assignment in itertools.islice(_assignments(free, named), MAX_MATCHES):
+    for assignment in itertools.islice(_assignments(free, named), most):
         before = dict(relations)
         relations.update(assignment)
         found = trace()
@@ -209,11 +210,12 @@ def solved_or_matched(
     needed: Callable[[str], dict[str, str]],
     taken: tuple[dict[str, str], dict[str, str]],
     sizes: tuple[Collection[str], Sequence[str]],
+    most: int = MAX_MATCHES,
 ) -> Any:
     """`solved`, and where a failure stays that shows no relation the checker
-    can read, `matched`: `taken` is `(relations, unusable)`, `sizes` the
-    unknown sizes and those the annotations name. A failure against the
-    return annotation is never matched."""
+    can read, `matched` (its first `most` tries): `taken` is `(relations,
+    unusable)`, `sizes` the unknown sizes and those the annotations name. A
+    failure against the return annotation is never matched."""
     relations, unusable = taken
     found = solved(trace, failure, needed, relations, unusable)
     text = failure(found)
@@ -222,5 +224,5 @@ def solved_or_matched(
         # function's contract broken: an error, never a size to take.
         return found
     again = lambda: solved(trace, failure, needed, relations, unusable)  # noqa: E731
-    searched = matched(again, failure, *sizes, relations)
+    searched = matched(again, failure, *sizes, relations, most)
     return found if searched is None else searched[0]
