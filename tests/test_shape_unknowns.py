@@ -777,3 +777,35 @@ def test_a_nested_calls_own_name_is_not_the_callers() -> None:
     assert not any("cannot evaluate" in p.message for p in report.notes), str(report)
     report = treespec.check_shapes(_cross_layer_bug)
     assert any(p.severity == "error" for p in report.problems), str(report)
+
+
+class Heads(eqx.Module):
+    wq: eqx.nn.Linear
+    num_heads: int = eqx.field(static=True)
+
+    def __init__(self, d: int, num_heads: int, *, key: Any) -> None:
+        self.num_heads = num_heads
+        self.wq = eqx.nn.Linear(d, d, key=key)
+
+
+def test_two_names_that_differ_are_never_tried_at_other_counts() -> None:
+    # `(b, t)` against `(t, b)`: an equality between named sizes, which no
+    # count of heads changes. The error stands without a run at sizes that
+    # divide each other (every one a multiple of 12).
+    @treespec.jit
+    def bug(m: Heads, x: Float[Array, "b t d"]) -> Float[Array, "b t d"]:
+        q = jax.vmap(jax.vmap(m.wq))(x) / x.shape[-1] ** 0.5
+        return q + q.transpose(1, 0, 2)
+
+    built: list[int] = []
+    init = Heads.__init__
+
+    def counting(self: Heads, d: int, num_heads: int, *, key: Any) -> None:
+        built.append(d)
+        init(self, d, num_heads, key=key)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Heads, "__init__", counting)
+        report = treespec.check_shapes(bug)
+    assert [p.severity for p in report.problems][-1] == "error", str(report)
+    assert built and not any(d % 12 == 0 for d in built if isinstance(d, int)), built
