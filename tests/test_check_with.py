@@ -477,3 +477,35 @@ def test_a_declared_state_wins_over_the_one_built_from_the_model() -> None:
     )
     (note,) = report.problems
     assert note.skipped and "RuntimeError: no state here" in note.message, str(report)
+
+
+class Gain(eqx.Module):
+    w: jax.Array  # no shape: made by its constructor
+
+    def __init__(self, n: int) -> None:
+        self.w = jnp.ones(n)
+
+
+class Wrapped(eqx.Module):
+    """Fields that give every shape once its layer is built, and a
+    constructor that takes a module the check cannot make."""
+
+    inner: Gain
+    scale: Float[Array, " n"]
+
+    def __init__(self, inner: eqx.Module, n: int) -> None:
+        self.inner = inner  # type: ignore[assignment]
+        self.scale = jnp.ones(n)
+
+
+def test_a_constructor_it_cannot_call_leaves_the_fields_that_stand() -> None:
+    # Its layer was made by its own constructor, so the class's constructor
+    # was tried too, and refused (`inner: eqx.Module`): the instance made
+    # from its fields is checked, as before, not skipped naming `inner`.
+    @treespec.jit
+    def apply(w: Wrapped, x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return w.scale * w.inner.w * x
+
+    report = treespec.check_shapes(apply)
+    assert not any(p.skipped for p in report.problems), str(report)
+    assert report.ok, str(report)

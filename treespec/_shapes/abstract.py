@@ -305,6 +305,8 @@ class Builder:
                 raise error from None
             raise CannotBuild(path, str(refused)) from None
         except Unbuildable as missing:  # what to give: that parameter's value
+            if isinstance(error, _FieldsInstead):  # the fields stand
+                raise error from None
             raise MissingValue(missing.where, missing.text) from None
         except Exception:
             raise error from None
