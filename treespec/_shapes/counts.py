@@ -65,11 +65,12 @@ def sizes_unread(message: str) -> bool:
     """Whether a failure sets a size against another where one is not a
     name (`(t, 1, 9)` against `(t, 1, r)`: a half of a head): other sizes
     may fit. Two names that differ (`(t, b)` against `(b, t)`) are an
-    equality between named sizes, which no unknown changes; nor is a
-    failure that sets no sizes against each other (a value of another
-    type than its annotation's) tried."""
+    equality between named sizes, which no unknown changes; a failure whose
+    sizes it cannot read is tried too."""
     pairs = unequal_sizes(message)
-    return not all(DIM_NAME.fullmatch(side) for pair in pairs for side in pair)
+    return not pairs or not all(
+        DIM_NAME.fullmatch(side) for pair in pairs for side in pair
+    )
 
 
 def _ratios(sizes: Mapping[str, int]) -> list[int]:
