@@ -149,33 +149,55 @@ def _check_names(where: str, name: str, builder: Any, names: set[str] | None) ->
             )
 
 
-class EquinoxState:
+class _Beside:
+    """How an argument is built when nothing is declared, from the model
+    the check built for another argument (`build`)."""
+
+    def build(self, built: Mapping[str, Any]) -> Any:
+        raise NotImplementedError
+
+
+class EquinoxState(_Beside):
     """How an argument annotated `eqx.nn.State` is built when nothing is
     declared: the state of the Equinox modules the check built for the other
     arguments (a method's `self` among them), as `eqx.nn.make_with_state`
     makes it beside its model."""
 
-    def modules(self, built: Mapping[str, Any]) -> list[Any]:
+    def build(self, built: Mapping[str, Any]) -> Any:
         import equinox as eqx
 
-        return [value for value in built.values() if isinstance(value, eqx.Module)]
+        modules = [value for value in built.values() if isinstance(value, eqx.Module)]
+        if not modules:
+            raise TypeError("no Equinox module among the other arguments")
+        return eqx.filter_eval_shape(eqx.nn.State, modules[0])
 
 
-class NnxOptimizer:
+class NnxOptimizer(_Beside):
     """How an argument annotated `nnx.Optimizer` is built when nothing is
     declared: an optimizer of the Flax NNX module the check built for the
     other arguments (the first, in the signature's order), as a training
     script makes it beside its model. Its transformation (`optax.sgd`)
     cannot change a shape: an update's shapes are the model's."""
 
-    def modules(self, built: Mapping[str, Any]) -> list[Any]:
+    def build(self, built: Mapping[str, Any]) -> Any:
         from flax import nnx
 
-        return [
+        optax = importlib.import_module("optax")  # Flax's own dependency
+        modules = [
             value
             for value in built.values()
             if isinstance(value, nnx.Module) and not isinstance(value, nnx.Optimizer)
         ]
+        if not modules:
+            raise TypeError("no Flax NNX module among the other arguments")
+
+        def made(model: Any) -> Any:
+            try:
+                return nnx.Optimizer(model, optax.sgd(1e-3), wrt=nnx.Param)
+            except TypeError:  # a Flax before `wrt`
+                return nnx.Optimizer(model, optax.sgd(1e-3))  # type: ignore[call-arg]
+
+        return nnx.eval_shape(made, modules[0])
 
 
 def _is_equinox_state(annotation: Any) -> bool:
@@ -228,22 +250,15 @@ def values_declared(declared: Mapping[str, Any]) -> dict[str, Any]:
     return {
         name: value
         for name, value in declared.items()
-        if not callable(value) and not isinstance(value, (EquinoxState, NnxOptimizer))
+        if not callable(value) and not isinstance(value, _Beside)
     }
 
 
 def build_declared(builder: Any, built: Mapping[str, Any]) -> Any:
     """A declared argument: the value, or the builder called abstractly with
     the abstract values of the parameters it names."""
-    if isinstance(builder, EquinoxState):
-        import equinox as eqx
-
-        modules = builder.modules(built)
-        if not modules:
-            raise TypeError("no Equinox module among the other arguments")
-        return eqx.filter_eval_shape(eqx.nn.State, modules[0])
-    if isinstance(builder, NnxOptimizer):
-        return _nnx_optimizer(builder.modules(built))
+    if isinstance(builder, _Beside):
+        return builder.build(built)
     if not callable(builder):
         return builder
     names = list(inspect.signature(builder).parameters)
@@ -253,21 +268,3 @@ def build_declared(builder: Any, built: Mapping[str, Any]) -> Any:
     except ImportError:  # equinox is optional: JAX's own
         return jax.eval_shape(lambda kw: builder(**kw), args)
     return eqx.filter_eval_shape(lambda kw: builder(**kw), args)
-
-
-def _nnx_optimizer(modules: Sequence[Any]) -> Any:
-    """An abstract `nnx.Optimizer` of the first of `modules`."""
-    from flax import nnx
-
-    optax = importlib.import_module("optax")  # Flax's own dependency
-
-    if not modules:
-        raise TypeError("no Flax NNX module among the other arguments")
-
-    def made(model: Any) -> Any:
-        try:
-            return nnx.Optimizer(model, optax.sgd(1e-3), wrt=nnx.Param)
-        except TypeError:  # a Flax before `wrt`
-            return nnx.Optimizer(model, optax.sgd(1e-3))  # type: ignore[call-arg]
-
-    return nnx.eval_shape(made, modules[0])
