@@ -258,7 +258,7 @@ class _Checker:
         error = isinstance(found, ShapeIssue) and found.severity == "error"
         if error and (orderings := ordering_needed(found.message, self.declared)):
             return ordering_note(found, orderings)
-        counts = counted_names(self._assumed)
+        counts = counted_names(self._assumed) if error else {}
         if error and sizes_unread(found.message) and (self.unknown or counts):
             names, matching = self._concrete(run, free, fixed, most=FEWER_MATCHES)
             plain = self._concrete(run, free, fixed, most=0)[1]
