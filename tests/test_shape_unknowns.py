@@ -4,6 +4,7 @@ code's own checks ask for, said in a note; a bug past it is still found."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -614,6 +615,24 @@ class Stack(eqx.Module):
         return x
 
 
+def _checked_counting(fun: Any, cls: type, param: str) -> tuple[Any, list[Any]]:
+    """`check_shapes(fun)`, and the value of `cls`'s constructor parameter
+    `param` at each instance the check built."""
+    built: list[Any] = []
+    init = cls.__init__  # type: ignore[misc]
+
+    def counting(self: Any, *args: Any, **kwargs: Any) -> None:
+        bound = inspect.signature(init).bind(self, *args, **kwargs)
+        built.append(bound.arguments[param])
+        init(self, *args, **kwargs)
+
+    counting.__signature__ = inspect.signature(init)  # type: ignore[attr-defined]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cls, "__init__", counting)
+        report = treespec.check_shapes(fun)
+    return report, built
+
+
 def test_a_count_of_layers_is_never_tried_at_other_values() -> None:
     # More layers of one shape never make a shape fit: a bug stays an error
     # at once, the stack built once per witness (not at sizes that divide).
@@ -621,16 +640,7 @@ def test_a_count_of_layers_is_never_tried_at_other_values() -> None:
     def bug(stack: Stack, x: Float[Array, "n d"]) -> Float[Array, " n"]:
         return jax.vmap(stack)(x)  # (n, d) against " n"
 
-    built: list[int] = []
-    init = Stack.__init__
-
-    def counting(self: Stack, d: int, num_layers: int, *, key: Any) -> None:
-        built.append(num_layers)
-        init(self, d, num_layers, key=key)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Stack, "__init__", counting)
-        report = treespec.check_shapes(bug)
+    report, built = _checked_counting(bug, Stack, "num_layers")
     assert [p.severity for p in report.problems] == ["note", "error"], str(report)
     assert set(built) == {1}, built
 
@@ -797,15 +807,6 @@ def test_two_names_that_differ_are_never_tried_at_other_counts() -> None:
         q = jax.vmap(jax.vmap(m.wq))(x) / x.shape[-1] ** 0.5
         return q + q.transpose(1, 0, 2)
 
-    built: list[int] = []
-    init = Heads.__init__
-
-    def counting(self: Heads, d: int, num_heads: int, *, key: Any) -> None:
-        built.append(d)
-        init(self, d, num_heads, key=key)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Heads, "__init__", counting)
-        report = treespec.check_shapes(bug)
+    report, built = _checked_counting(bug, Heads, "d")
     assert [p.severity for p in report.problems][-1] == "error", str(report)
     assert built and not any(d % 12 == 0 for d in built if isinstance(d, int)), built
