@@ -1515,6 +1515,33 @@ def test_a_size_of_its_own_against_a_product_of_others_is_a_relation_note() -> N
 
 
 @treespec.jit
+def _mapped_pairs(
+    tokens: Float[Array, "h w d"], pos: Float[Array, "n d"]
+) -> Float[Array, "n d"]:
+    flat = tokens.reshape(-1, tokens.shape[-1])
+    return jax.vmap(jnp.add)(flat, pos)  # n is h*w, unsaid
+
+
+@treespec.jit
+def _mapped_pairs_bug(
+    tokens: Float[Array, "n d"], pos: Float[Array, "m d"]
+) -> Float[Array, "n d"]:
+    return jax.vmap(jnp.add)(tokens, pos)  # BUG: m positions for n tokens
+
+
+def test_the_sizes_a_vmap_maps_inconsistently_are_read_as_any_two_sizes() -> None:
+    # JAX's "vmap got inconsistent sizes ... had size n ... had size h*w"
+    # is the relation n == h*w, as the same sizes added would be; two names
+    # that differ stay an error at the line.
+    report = treespec.check_shapes(_mapped_pairs)
+    assert report.errors == (), str(report)
+    (note,) = report.notes
+    assert "n == h*w" in note.message, str(note)
+    (error,) = treespec.check_shapes(_mapped_pairs_bug).errors
+    assert error.line == _line(_mapped_pairs_bug, "# BUG"), str(error)
+
+
+@treespec.jit
 def _outer(x: Float[Array, "b n"], w: Float[Array, "n m"]) -> Float[Array, "b m"]:
     return _inner_helper(x, w)  # the call
 

@@ -191,6 +191,10 @@ _SHAPES = re.compile(r"(?:shapes for broadcasting: |got )\(")
 _RECEIVED = re.compile(r"\bshape=\(([^()]*)\)\W{1,8}and\W{1,8}x\.shape=\(([^()]*)\)")
 
 
+#: The sizes of the axes a `vmap` maps that JAX found inconsistent (`most
+#: axes (2 of them) had size n, e.g. axis 0 ...; * one axis had size m: ...`).
+_MAPPED = re.compile(r"had size (.+?)(?:, e\.g\.|: axis)")
+
 #: JAX's `..., but A != B.`, two sizes it needed equal.
 _UNEQUAL = re.compile(r"\bbut ([^,;()]+?) != ([^,;()]+?)\.?(?= \(|$)")
 
@@ -263,6 +267,8 @@ def unequal_sizes(text: str) -> list[tuple[str, str]]:
             [size.strip() for size in side.split(",") if size.strip()]
             for side in received.groups()
         ]
+    elif "vmap got inconsistent sizes" in text:  # the sizes of a vmap's axes
+        groups = [[size] for size in dict.fromkeys(_MAPPED.findall(text))]
     elif found := _SHAPES.search(text):
         groups = _groups(text[found.end() - 1 :], 2)
     else:
