@@ -1846,6 +1846,33 @@ def test_a_nested_layer_with_annotated_fields_is_built_by_the_users_init() -> No
     assert error.line == _line(_ResBlockBug.__call__, "# BUG"), str(error)
 
 
+class _NnxDown(nnx.Module):
+    def __init__(self, cin: int, cout: int, *, rngs: nnx.Rngs) -> None:
+        self.conv = nnx.Conv(cin, cout, (3, 3), strides=(2, 2), rngs=rngs)
+        self.norm = nnx.GroupNorm(cout, num_groups=4, rngs=rngs)
+
+
+@treespec.jit
+def _nnx_down(m: _NnxDown, x: Float[Array, "b h w c"]) -> Float[Array, "b h//2 w//2 o"]:
+    return m.norm(m.conv(x))
+
+
+@treespec.jit
+def _nnx_down_bug(
+    m: _NnxDown, x: Float[Array, "b h w c"]
+) -> Float[Array, "b h//2 w//2 o"]:
+    return m.norm(m.conv(x)).swapaxes(1, 2)  # BUG: h and w swapped
+
+
+def test_an_nnx_layer_refusing_a_first_stand_in_is_given_the_next() -> None:
+    # NNX's GroupNorm says "does not divide" of 4 groups of 2 channels, at
+    # the first pass's stand-in 2: a refusal, never a failure of the checker.
+    report = treespec.check_shapes(_nnx_down)
+    assert report.errors == () and not report.skipped, str(report)
+    (error,) = treespec.check_shapes(_nnx_down_bug).errors
+    assert error.line == _line(_nnx_down_bug, "# BUG"), str(error)
+
+
 class _EqxAttention(eqx.Module):
     attn: eqx.nn.MultiheadAttention
 

@@ -73,6 +73,10 @@ def _text(annotation: Any) -> str:
     return annotation.__name__ if isinstance(annotation, type) else repr(annotation)
 
 
+#: A constructor's refusal of sizes that do not divide each other.
+_DIVIDES = re.compile(r"does not divide|not a multiple of")
+
+
 class Refused(Exception):
     """A constructor that refused the concrete sizes it was given: the
     call (its sizes) and its own error, as one line."""
@@ -150,8 +154,11 @@ def construct(
         symbolic = any(
             type(v) is not int for v in _sizes([*positional, *kwargs.values()])
         )
-        if symbolic or symbolic_limit(f"{type(error).__name__}: {error}"):
-            raise NeedsConcrete(f"{type(error).__name__}: {error}") from None
+        text = f"{type(error).__name__}: {error}"
+        # At concrete sizes, a library's "does not divide" (NNX's `GroupNorm`)
+        # is its refusal of them, not a limit of symbolic sizes.
+        if symbolic or (symbolic_limit(text) and not _DIVIDES.search(text)):
+            raise NeedsConcrete(text) from None
         sizes = [*_shown(positional), *_shown(kwargs.values(), kwargs)]
         said = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise Refused(
