@@ -1295,12 +1295,32 @@ def _loop(x: Float[Array, "n"]) -> Float[Array, "n"]:
     return x
 
 
+@treespec.jit
+def _reflect(x: Float[Array, "c h w"]) -> Float[Array, "c h+2 w+2"]:
+    return jnp.pad(x, ((0, 0), (1, 1), (1, 1)), mode="reflect")  # h > 1: JAX's
+
+
+@treespec.jit
+def _reflect_bug(x: Float[Array, "c h w"]) -> Float[Array, "c h+2 w+2"]:
+    return jnp.pad(x, ((0, 0), (1, 1), (0, 1)), mode="reflect")  # BUG: w+1
+
+
 @pytest.mark.parametrize(
-    "fun", [_attend, _pool, _sinusoid, _loop], ids=["sqrt", "pool", "sinusoid", "range"]
+    "fun",
+    [_attend, _pool, _sinusoid, _loop, _reflect],
+    ids=["sqrt", "pool", "sinusoid", "range", "reflect"],
 )
 def test_a_clean_function_jax_cannot_decide_symbolically_has_no_error(fun: Any) -> None:
     report = treespec.check_shapes(fun)
     assert report.errors == (), str(report)
+
+
+def test_a_reflect_pad_jax_cannot_lower_symbolically_is_checked_at_witnesses() -> None:
+    # "Shape polymorphism is supported for jnp.pad with 'reflect' ... only
+    # when ... the axis size (= h) is larger than 1": a limit, not a bug.
+    (error,) = treespec.check_shapes(_reflect_bug).errors
+    assert error.line == _line(_reflect_bug, "return"), str(error)
+    assert "w+2" in error.message and "concrete sizes" in error.message, str(error)
 
 
 def test_witness_sizes_are_written_as_names_at_the_end_of_a_sentence_too() -> None:
