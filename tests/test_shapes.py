@@ -1305,14 +1305,27 @@ def _reflect_bug(x: Float[Array, "c h w"]) -> Float[Array, "c h+2 w+2"]:
     return jnp.pad(x, ((0, 0), (1, 1), (0, 1)), mode="reflect")  # BUG: w+1
 
 
+@treespec.jit
+def _squeezed(x: Float[Array, "b 1"]) -> Float[Array, " b"]:
+    return x.squeeze()  # JAX: "not supported with shape polymorphism"
+
+
+@treespec.jit
+def _shuffled(key: PRNGKeyArray, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
+    return jax.random.permutation(key, x)  # JAX: "shape polymorphism for ..."
+
+
 @pytest.mark.parametrize(
     "fun",
-    [_attend, _pool, _sinusoid, _loop, _reflect],
-    ids=["sqrt", "pool", "sinusoid", "range", "reflect"],
+    [_attend, _pool, _sinusoid, _loop, _reflect, _squeezed, _shuffled],
+    ids=["sqrt", "pool", "sinusoid", "range", "reflect", "squeeze", "permutation"],
 )
 def test_a_clean_function_jax_cannot_decide_symbolically_has_no_error(fun: Any) -> None:
     report = treespec.check_shapes(fun)
     assert report.errors == (), str(report)
+    assert not any("not checked past" in p.message for p in report.problems), str(
+        report
+    )
 
 
 def test_a_reflect_pad_jax_cannot_lower_symbolically_is_checked_at_witnesses() -> None:

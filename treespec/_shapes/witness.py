@@ -50,7 +50,8 @@ _LIMITS = (
     *("_DimExpr", "Symbolic dimension", "inconclusive", "Inconclusive"),
     *("does not divide", "not a multiple of", "ConcretizationTypeError"),
     *("TracerBoolConversionError", "TracerIntegerConversionError"),
-    "Shape polymorphism is supported",  # `jnp.pad(mode="reflect")` and others
+    # `jnp.pad(mode="reflect")`, `squeeze()`, `jax.random.permutation`
+    *("hape polymorphism", "polymorphic shapes"),
 )
 #: A size JAX could not simplify (`floordiv(h - 2, 2) + 1`, `mod(h, 2)`).
 _UNDECIDED = re.compile(r"\b(?:floordiv|mod|max|min|non_negative)\(")
