@@ -1315,10 +1315,18 @@ def _shuffled(key: PRNGKeyArray, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
     return jax.random.permutation(key, x)  # JAX: "shape polymorphism for ..."
 
 
+@treespec.jit
+def _repeated(tokens: Int[Array, " n"]) -> Bool[Array, " n"]:
+    return jnp.array([True] * tokens.shape[0])  # a list times a size (public code)
+
+
 @pytest.mark.parametrize(
     "fun",
-    [_attend, _pool, _sinusoid, _loop, _reflect, _squeezed, _shuffled],
-    ids=["sqrt", "pool", "sinusoid", "range", "reflect", "squeeze", "permutation"],
+    [_attend, _pool, _sinusoid, _loop, _reflect, _squeezed, _shuffled, _repeated],
+    ids=[
+        *("sqrt", "pool", "sinusoid", "range", "reflect", "squeeze", "permutation"),
+        "list-times-size",
+    ],
 )
 def test_a_clean_function_jax_cannot_decide_symbolically_has_no_error(fun: Any) -> None:
     report = treespec.check_shapes(fun)

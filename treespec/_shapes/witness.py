@@ -52,6 +52,7 @@ _LIMITS = (
     *("TracerBoolConversionError", "TracerIntegerConversionError"),
     # `jnp.pad(mode="reflect")`, `squeeze()`, `jax.random.permutation`
     *("hape polymorphism", "polymorphic shapes"),
+    "JaxprTracer'",  # `[True] * x.shape[0]`: a size JAX made a tracer of
 )
 #: A size JAX could not simplify (`floordiv(h - 2, 2) + 1`, `mod(h, 2)`).
 _UNDECIDED = re.compile(r"\b(?:floordiv|mod|max|min|non_negative)\(")
