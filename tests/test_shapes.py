@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import abc
 import enum
 import json
 import math
@@ -1912,6 +1913,38 @@ def test_an_nnx_layer_refusing_a_first_stand_in_is_given_the_next() -> None:
     assert report.errors == () and not report.skipped, str(report)
     (error,) = treespec.check_shapes(_nnx_down_bug).errors
     assert error.line == _line(_nnx_down_bug, "# BUG"), str(error)
+
+
+class _Bijection(eqx.Module):
+    @abc.abstractmethod
+    def __init__(self) -> None: ...
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return self.forward(x)
+
+    @abc.abstractmethod
+    def forward(self, x: jax.Array) -> jax.Array: ...
+
+
+class _Masked(eqx.Module):
+    bijector: _Bijection
+    mask: Float[Array, " n"]
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return self.mask * self.bijector(x)
+
+
+def test_an_abstract_class_is_a_skip_that_names_it_never_a_checker_failure() -> None:
+    # flowMC's abstract `Bijection`, as `self` and as a field's annotation:
+    # only a subclass can be built, and which one the annotation cannot say.
+    (note,) = treespec.check_shapes(_Bijection.__call__).problems
+    assert note.skipped, str(note)
+    assert "self cannot be built: _Bijection is an abstract class" in note.message
+    (note,) = treespec.check_shapes(_Masked.__call__).problems
+    assert note.skipped and "checker failed" not in note.message, str(note)
+    assert "skipped: self.bijector (_Bijection" in note.message, str(note)
 
 
 class _EqxAttention(eqx.Module):

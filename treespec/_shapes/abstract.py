@@ -254,6 +254,9 @@ class Builder:
         )
         if not isinstance(cls, type):
             raise unbuilt
+        if inspect.isabstract(cls):  # which subclass, no annotation says
+            why = f"{node.text} is an abstract class, of a subclass no annotation names"
+            raise CannotBuild(path, why)
         if is_nnx(cls):
             return self._constructed(cls, path, unbuilt)
         if cls in self._classes:
