@@ -518,3 +518,44 @@ def test_a_folder_python_cannot_import_is_files_not_a_package(tmp_path: Path) ->
     (error, summary) = done.stdout.splitlines()
     assert error.startswith("my-pkg/model.py:9: error: project:"), error
     assert summary == "checked 1 function: 1 error, 0 notes, 0 skipped"
+
+
+WRAPPED = """
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import treespec
+from jaxtyping import Array, Float
+
+
+@eqx.filter_jit
+@treespec.jit
+def outer_filter_jit(x: Float[Array, "b n"], w: Float[Array, "n m"]) -> Float[Array, "b m"]:
+    return x @ w.T  # BUG
+
+
+@jax.jit
+@treespec.jit
+def outer_jit(x: Float[Array, "b n"]) -> Float[Array, "b n"]:
+    return x * 2
+
+
+class Model(eqx.Module):
+    w: Float[Array, "n m"]
+
+    @eqx.filter_jit
+    @treespec.jit
+    def __call__(self, x: Float[Array, "b n"]) -> Float[Array, "b m"]:
+        return x @ self.w
+"""
+
+
+def test_a_transform_under_another_libraries_is_found(tmp_path: Path) -> None:
+    # flowMC's `@eqx.filter_jit` above `@treespec.jit`: the module holds
+    # Equinox's wrapper, whose `__wrapped__` is the transform.
+    (tmp_path / "wrapped.py").write_text(WRAPPED)
+    done = _run("check", "wrapped.py", cwd=tmp_path)
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "checked 3 functions: 1 error, 0 notes, 0 skipped", done.stdout
+    bug = WRAPPED.splitlines().index("    return x @ w.T  # BUG") + 1
+    assert lines[0].startswith(f"wrapped.py:{bug}: error: outer_filter_jit:"), lines

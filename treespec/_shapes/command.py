@@ -295,13 +295,27 @@ def _functions(modules: Sequence[ModuleType]) -> Iterator[Any]:
 
 
 def _transforms_in(value: Any, module: str) -> Iterator[Any]:
-    if isinstance(value, Transformed):
-        if _defined_in(value) == module:
-            yield value
+    if isinstance(found := _unwrapped(value), Transformed):
+        if _defined_in(found) == module:
+            yield found
     elif isinstance(value, type) and value.__module__ == module:
-        for attribute in vars(value).values():
-            if isinstance(attribute, Transformed):
-                yield attribute
+        for name, attribute in vars(value).items():
+            if isinstance(found := _unwrapped(attribute), Transformed):
+                if found is not attribute and found._self_class is None:
+                    # Python told the wrapper, not the transform, whose
+                    # method it is: told here, as it would have been.
+                    found.__set_name__(value, name)
+                yield found
+
+
+def _unwrapped(value: Any) -> Any:
+    """The transform under another library's wrapper (`@eqx.filter_jit` or
+    `@jax.jit` above `@treespec.jit`: its `__wrapped__`), else `value`."""
+    for _ in range(8):  # wrappers of wrappers, never a cycle
+        if isinstance(value, Transformed) or not hasattr(value, "__wrapped__"):
+            break
+        value = value.__wrapped__
+    return value
 
 
 def _defined_in(fun: Any) -> str | None:
