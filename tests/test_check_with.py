@@ -10,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Literal, Optional, TypedDict
 
 import equinox as eqx
 import jax
@@ -450,6 +450,50 @@ def test_a_constructors_counts_of_each_part_take_one_part() -> None:
     report = treespec.check_shapes(_dilated)
     assert report.ok and not any(p.skipped for p in report.problems), str(report)
     assert any("model.dilations=(1,)" in n.message for n in report.notes)
+
+
+class Moded(eqx.Module):
+    """flowMC's constructors: an optional width and a mode, neither with a
+    default."""
+
+    proj: eqx.nn.Linear
+    act: str = eqx.field(static=True)
+
+    def __init__(
+        self,
+        dim: int,
+        hidden: Optional[int],  # noqa: UP045 (as public code writes it)
+        out: int | None,
+        act: Literal["relu", "gelu"],
+        *,
+        key: Any,
+    ) -> None:
+        self.proj = eqx.nn.Linear(dim, out or dim, key=key)
+        self.act = act
+
+
+@treespec.jit
+def _moded(model: Moded, x: Float[Array, "b dim"]) -> Float[Array, "b e"]:
+    y = jax.vmap(model.proj)(x)
+    return jax.nn.relu(y) if model.act == "relu" else jax.nn.gelu(y)
+
+
+@treespec.jit
+def _moded_bug(model: Moded, x: Float[Array, "b dim"]) -> Float[Array, "b e"]:
+    y = jax.vmap(model.proj)(x.T)  # BUG: the batch axis mapped over features
+    return jax.nn.relu(y) if model.act == "relu" else jax.nn.gelu(y)
+
+
+def test_an_optional_int_is_an_int_and_a_literal_its_first_value() -> None:
+    # `Optional[int]` and `int | None` with no default are ints (sizes or
+    # counts, as an `int` is); a `Literal` mode takes its first value, said.
+    report = treespec.check_shapes(_moded)
+    assert report.ok and not report.skipped, str(report)
+    assert any(
+        "model.act='relu' (a mode, its first value)" in n.message for n in report.notes
+    ), str(report)
+    (error,) = treespec.check_shapes(_moded_bug).errors
+    assert "BUG" in Path(error.file).read_text().splitlines()[error.line - 1]
 
 
 def test_a_constructor_parameter_with_no_value_is_the_one_named() -> None:

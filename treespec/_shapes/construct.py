@@ -16,9 +16,11 @@ concrete sizes it is given raises `Refused`, naming them and its error.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
 import re
+import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -62,6 +64,25 @@ def _of_ints(annotation: Any) -> bool:
         re.fullmatch(r"(typing\.)?([Tt]uple|[Ll]ist)\[int(, \.\.\.)?\]", text)
         is not None
     )
+
+
+#: An optional `int` (`Optional[int]`, `int | None`), as written or shown.
+_OPTIONAL_INT = re.compile(
+    r"(typing\.)?Optional\[int\]|int \| None|None \| int"
+    r"|(typing\.)?Union\[int, (None|NoneType)\]"
+)
+
+
+def _modes(annotation: Any) -> tuple[Any, ...]:
+    """The values of a `Literal[...]` annotation (written as text too)."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return typing.get_args(annotation)
+    found = re.fullmatch(r"(?:typing\.)?Literal\[(.+)\]", _text(annotation))
+    try:
+        values = ast.literal_eval(f"({found[1]},)") if found else ()
+    except (ValueError, SyntaxError):
+        return ()
+    return values if isinstance(values, tuple) else ()
 
 
 def _text(annotation: Any) -> str:
@@ -230,8 +251,10 @@ def _argument(
         return jax.random.key(0)
     if name == "rngs":
         return _RNGS
-    counts = annotation in (int, "int") or (
-        annotation is inspect.Parameter.empty and type(param.default) is int
+    counts = (
+        annotation in (int, "int")
+        or (annotation is inspect.Parameter.empty and type(param.default) is int)
+        or _OPTIONAL_INT.fullmatch(_text(annotation)) is not None
     )
     if counts:
         size = size_of(name, False)
@@ -255,6 +278,10 @@ def _argument(
         # A switch (`flip`, `use_bias`): its False side, said in the note.
         assumed[where] = False
         return False
+    if modes := _modes(annotation):
+        # A mode (`act: Literal["relu", "gelu"]`): its first value, said.
+        assumed[where] = modes[0]
+        return modes[0]
     if (
         name.rstrip("s") != name
         and _COUNT.search(name.rstrip("s"))
@@ -284,7 +311,13 @@ def _eval_shape(cls: type) -> Callable[[Callable[[], Any]], Any]:
 
 def assumptions_text(assumed: Mapping[str, Any], function: str) -> str:
     """The note for the values a constructor was built with by assumption."""
-    kinds = {int: "counts", tuple: "counts", float: "rates", bool: "switches"}
+    kinds = {
+        int: "counts",
+        tuple: "counts",
+        float: "rates",
+        bool: "switches",
+        str: "modes",
+    }
     by_kind: dict[str, list[str]] = {}
     for where, value in assumed.items():
         by_kind.setdefault(kinds.get(type(value), "counts"), []).append(
@@ -294,6 +327,7 @@ def assumptions_text(assumed: Mapping[str, Any], function: str) -> str:
         "counts": f"no dimension of {function} is named so",
         "rates": "a float, never a size",
         "switches": "a switch, its False side",
+        "modes": "a mode, its first value",
     }
     shown = [f"{', '.join(by_kind[k])} ({why[k]})" for k in why if k in by_kind]
     params = dict.fromkeys(where.split(".")[0] for where in assumed)
