@@ -1337,6 +1337,42 @@ def test_a_clean_function_jax_cannot_decide_symbolically_has_no_error(fun: Any) 
     )
 
 
+@treespec.jit
+def _rotated(x: Float[Array, "s d"], sin: Float[Array, "s d"]) -> Float[Array, "s d"]:
+    return x * sin
+
+
+def _rotary_attention(x: jax.Array, mask: jax.Array) -> jax.Array:
+    d = x.shape[-1]
+    freqs = jnp.arange(0, d, 2) / d  # ceil(d/2) of them
+    sin = jnp.sin(jnp.concatenate([freqs, freqs]))[None, :] * jnp.ones((x.shape[0], 1))
+    q = _rotated(x, sin)  # needs an even d
+    logits = jnp.where(mask, q @ x.T, -1e9)  # the mask's shape
+    return jax.nn.softmax(logits, axis=-1) @ x
+
+
+@treespec.jit
+def _rotary(x: Float[Array, "s d"], mask: Bool[Array, "s s"]) -> Float[Array, "s d"]:
+    return _rotary_attention(x, mask)
+
+
+@treespec.jit
+def _rotary_bug(
+    x: Float[Array, "s d"], mask: Bool[Array, "s d"]
+) -> Float[Array, "s d"]:
+    return _rotary_attention(x, mask)  # BUG: a mask of s by d
+
+
+def test_a_bug_past_a_line_that_needs_an_even_size_is_the_error() -> None:
+    # esm-jax: the rotary table holds only at an even head size (a note),
+    # and the mask is wrong at every size. The odd witness stops at the
+    # rotary line, the even one at the mask's: the error is the mask's.
+    (note,) = treespec.check_shapes(_rotary).problems
+    assert note.severity == "note" and "d is even" in note.message, str(note)
+    (error,) = treespec.check_shapes(_rotary_bug).errors
+    assert error.line == _line(_rotary_attention, "# the mask's shape"), str(error)
+
+
 def test_a_reflect_pad_jax_cannot_lower_symbolically_is_checked_at_witnesses() -> None:
     # "Shape polymorphism is supported for jnp.pad with 'reflect' ... only
     # when ... the axis size (= h) is larger than 1": a limit, not a bug.

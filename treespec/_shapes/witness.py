@@ -172,6 +172,9 @@ def decide(
             past = _multiples(trace_at, results[0][0])
             return dataclasses.replace(issue, message=message) if past is None else past
         plain = [(s, found) for s, found in failed if not _division(found)]
+        lines = {found.line for _, found in plain}
+        if len(plain) == len(lines) == 2 and _past_parity(trace_at, plain[0]):
+            return _concrete(*plain[1])  # the even witness's, further on
         if plain:  # a failure that is no division (the first): the error
             return _concrete(*plain[0])
         return _divided(trace_at, free, sizes, issue, message)
@@ -205,6 +208,23 @@ def decide(
         f"the relation with constraints=({suggestion(symbolic, name, held)!r},) "
         "(JAX's syntax)",
     )
+
+
+def _past_parity(
+    trace_at: Callable[[dict[str, int]], Any], odd: tuple[dict[str, int], Any]
+) -> bool:
+    """Whether the odd witness's failure (`odd`) is one of parity, where the
+    even witness failed on another line: a rotary table that needs an
+    even head size, before a mask wrong at every size. The failure further
+    on is the error; the first, a note on its own."""
+    sizes, first = odd
+
+    def at_first(tried: dict[str, int]) -> Any:  # that failure, or not it
+        found = trace_at(tried)
+        same = isinstance(found, ShapeIssue) and found.line == first.line
+        return found if same else None
+
+    return even_names(at_first, sizes) is not None
 
 
 #: A failure that says sizes do not divide (a split, a reshape, a `-1`):
