@@ -810,3 +810,36 @@ def test_two_names_that_differ_are_never_tried_at_other_counts() -> None:
     report, built = _checked_counting(bug, Heads, "d")
     assert [p.severity for p in report.problems][-1] == "error", str(report)
     assert built and not any(d % 12 == 0 for d in built if isinstance(d, int)), built
+
+
+class Critic(nnx.Module):
+    """blind6's SAC critic: one layer over observations and actions side by
+    side, its input width a sum of two constructor sizes."""
+
+    def __init__(self, obs_dim: int, action_dim: int, *, rngs: nnx.Rngs) -> None:
+        self.fc = nnx.Linear(obs_dim + action_dim, 1, rngs=rngs)
+
+
+@treespec.jit
+def _q_value(
+    critic: Critic, obs: Float[Array, "b o"], action: Float[Array, "b a"]
+) -> Float[Array, " b"]:
+    return critic.fc(jnp.concatenate([obs, action], axis=-1))[:, 0]
+
+
+@treespec.jit
+def _q_value_bug(
+    critic: Critic, obs: Float[Array, "b o"], action: Float[Array, "b a"]
+) -> Float[Array, " b"]:
+    return critic.fc(jnp.concatenate([obs, action], axis=-1))[0]  # BUG: a row
+
+
+def test_a_sum_of_constructor_sizes_against_a_sum_of_named_ones_is_solved() -> None:
+    # `(o + a,)` against `(obs_dim + action_dim,)`: each unknown is the
+    # named size its name begins like; the function runs, and says so.
+    report = treespec.check_shapes(_q_value)
+    assert report.errors == (), str(report)
+    (note,) = report.notes
+    assert "obs_dim == o, action_dim == a" in note.message, str(note)
+    (error,) = treespec.check_shapes(_q_value_bug).errors
+    assert "the return value" in error.message, str(error)

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
+from .._runtime.checking.dims import DIM_NAME
 from .outcomes import bound_against_value, unequal_sizes
 from .scopes import SCOPED, InstanceScopes
 
@@ -45,6 +46,9 @@ def relations_needed(text: str, unknown: Collection[str] = ()) -> dict[str, str]
     body = unequal_sizes(text)
     for a, b in [*body, *_annotation_against_shape(text)]:
         in_body = (a, b) in body
+        if summed := _summands(a, b, unknown):  # `o + a` against a sum of two
+            found.update((k, v) for k, v in summed.items() if k not in found)
+            continue
         for name, other in ((a, b), (b, a)):
             if name in found or (in_body and other.strip().isdigit()):
                 # A number the body hard-codes (`one_hot(y, 10)` against a
@@ -65,6 +69,25 @@ def relations_needed(text: str, unknown: Collection[str] = ()) -> dict[str, str]
             if bound in unknown and bound not in found and not size.isdigit():
                 found[bound] = size
     return found
+
+
+def _summands(a: str, b: str, unknown: Collection[str]) -> dict[str, str]:
+    """A sum of unknowns against a sum of as many named sizes (a critic's
+    `Linear(obs_dim + action_dim)` over `(o + a,)`), term by term: each
+    unknown the named size its name begins like (`obs_dim`: `o`), else in
+    the order written. Empty otherwise."""
+    for mine, named in (
+        (a.split(" + "), b.split(" + ")),
+        (b.split(" + "), a.split(" + ")),
+    ):
+        plain = all(DIM_NAME.fullmatch(t) for t in named)
+        if len(mine) < 2 or len(mine) != len(named) or not plain:
+            continue
+        if all(t in unknown for t in mine) and not set(named) & set(unknown):
+            alike = {t: next((n for n in named if n[0] == t[0]), "") for t in mine}
+            same = sorted(alike.values()) == sorted(named)
+            return alike if same else dict(zip(mine, named))
+    return {}
 
 
 #: A `ValidationError`'s `expected Float[Array, 'b n'] ..., got float32[b,m]`.
