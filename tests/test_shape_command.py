@@ -530,7 +530,9 @@ from jaxtyping import Array, Float
 
 @eqx.filter_jit
 @treespec.jit
-def outer_filter_jit(x: Float[Array, "b n"], w: Float[Array, "n m"]) -> Float[Array, "b m"]:
+def outer_filter_jit(
+    x: Float[Array, "b n"], w: Float[Array, "n m"]
+) -> Float[Array, "b m"]:
     return x @ w.T  # BUG
 
 
