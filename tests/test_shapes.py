@@ -1317,16 +1317,24 @@ def _shuffled(key: PRNGKeyArray, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
 
 
 @treespec.jit
+def _prefix_sums(x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+    return jax.lax.associative_scan(jnp.add, x, axis=0)  # "of non-constant size"
+
+
+@treespec.jit
 def _repeated(tokens: Int[Array, " n"]) -> Bool[Array, " n"]:
     return jnp.array([True] * tokens.shape[0])  # a list times a size (public code)
 
 
 @pytest.mark.parametrize(
     "fun",
-    [_attend, _pool, _sinusoid, _loop, _reflect, _squeezed, _shuffled, _repeated],
+    [
+        *(_attend, _pool, _sinusoid, _loop, _reflect, _squeezed, _shuffled),
+        *(_repeated, _prefix_sums),
+    ],
     ids=[
         *("sqrt", "pool", "sinusoid", "range", "reflect", "squeeze", "permutation"),
-        "list-times-size",
+        *("list-times-size", "associative-scan"),
     ],
 )
 def test_a_clean_function_jax_cannot_decide_symbolically_has_no_error(fun: Any) -> None:

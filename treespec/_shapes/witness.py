@@ -50,8 +50,9 @@ _LIMITS = (
     *("_DimExpr", "Symbolic dimension", "inconclusive", "Inconclusive"),
     *("does not divide", "not a multiple of", "ConcretizationTypeError"),
     *("TracerBoolConversionError", "TracerIntegerConversionError"),
-    # `jnp.pad(mode="reflect")`, `squeeze()`, `jax.random.permutation`
-    *("hape polymorphism", "polymorphic shapes"),
+    # `jnp.pad(mode="reflect")`, `squeeze()`, `jax.random.permutation`,
+    # `jax.lax.associative_scan`
+    *("hape polymorphism", "polymorphic shapes", "of non-constant size"),
     "JaxprTracer'",  # `[True] * x.shape[0]`: a size JAX made a tracer of
 )
 #: A size JAX could not simplify (`floordiv(h - 2, 2) + 1`, `mod(h, 2)`).
