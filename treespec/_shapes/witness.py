@@ -51,8 +51,8 @@ _LIMITS = (
     *("does not divide", "not a multiple of", "ConcretizationTypeError"),
     *("TracerBoolConversionError", "TracerIntegerConversionError"),
     # `jnp.pad(mode="reflect")`, `squeeze()`, `jax.random.permutation`,
-    # `jax.lax.associative_scan`
-    *("hape polymorphism", "polymorphic shapes", "of non-constant size"),
+    # `jax.lax.associative_scan`, `jnp.repeat` and `jnp.arange` of sizes
+    *("hape polymorphism", "polymorphic shapes", "non-constant"),
     "JaxprTracer'",  # `[True] * x.shape[0]`: a size JAX made a tracer of
 )
 #: A size JAX could not simplify (`floordiv(h - 2, 2) + 1`, `mod(h, 2)`).
