@@ -1381,6 +1381,31 @@ def test_a_bug_past_a_line_that_needs_an_even_size_is_the_error() -> None:
     assert error.line == _line(_rotary_attention, "# the mask's shape"), str(error)
 
 
+@treespec.jit
+def _smoothed(x: Float[Array, " n"], kernel: Float[Array, " k"]) -> Float[Array, " n"]:
+    return jnp.convolve(x, kernel, mode="same")  # max(n, k) long: k <= n
+
+
+@treespec.jit
+def _smoothed_bug(
+    x: Float[Array, " n"], kernel: Float[Array, " k"]
+) -> Float[Array, " n"]:
+    return jnp.convolve(x, kernel, mode="valid")  # BUG: n - k + 1 long
+
+
+def test_an_ordering_between_named_sizes_is_a_note_never_an_error() -> None:
+    # The witnesses give later names larger sizes: a kernel longer than its
+    # signal. With the sizes the other way round it runs: an ordering, a
+    # note (DESIGN); a length wrong in every order stays an error.
+    report = treespec.check_shapes(_smoothed)
+    assert report.errors == (), str(report)
+    (note,) = report.notes
+    assert "holds only at some sizes" in note.message, str(note)
+    assert "constraints=('n >= k',)" in note.message, str(note)
+    (error,) = treespec.check_shapes(_smoothed_bug).errors
+    assert error.line == _line(_smoothed_bug, "# BUG"), str(error)
+
+
 def test_a_reflect_pad_jax_cannot_lower_symbolically_is_checked_at_witnesses() -> None:
     # "Shape polymorphism is supported for jnp.pad with 'reflect' ... only
     # when ... the axis size (= h) is larger than 1": a limit, not a bug.

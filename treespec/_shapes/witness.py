@@ -176,9 +176,14 @@ def decide(
         lines = {found.line for _, found in plain}
         if len(plain) == len(lines) == 2 and _past_parity(trace_at, plain[0]):
             return _concrete(*plain[1])  # the even witness's, further on
-        if plain:  # a failure that is no division (the first): the error
+        if not plain:
+            return _divided(trace_at, free, sizes, issue, message)
+        # A failure that is no division (the first): the error, unless the
+        # function runs with the sizes the other way round (an ordering).
+        reordered = _reordered(trace_at, free)
+        if reordered is None:
             return _concrete(*plain[0])
-        return _divided(trace_at, free, sizes, issue, message)
+        results.append(reordered)
     held = next(s for s, found in results if not isinstance(found, ShapeIssue))
     # A return that breaks its annotation at some sizes only (SAME padding's
     # ceil(h/2) against `h//2` at an odd h) is a divisibility against the
@@ -202,13 +207,40 @@ def decide(
             f"constraints={tuple(halves)!r} (JAX's syntax)",
         )
     name = next((n for n in free if re.search(rf"\b{n}\b", symbolic)), free[0])
+    said = (_ordering(message, held) if len(results) > 2 else None) or suggestion(
+        symbolic, name, held
+    )
     return _note(
         issue,
         f"holds only at some sizes: it runs at {shown(held)} and fails at "
         f"{shown(sizes)} ({message}); if the annotations assume it, state "
-        f"the relation with constraints=({suggestion(symbolic, name, held)!r},) "
+        f"the relation with constraints=({said!r},) "
         "(JAX's syntax)",
     )
+
+
+def _ordering(message: str, held: Mapping[str, int]) -> str | None:
+    """The ordering of the two sizes a failure names, as they are where the
+    function runs (`n >= k`), else None."""
+    named = [n for n in held if re.search(rf"\b{n}\b", message)]
+    if len(named) != 2:
+        return None
+    large, small = sorted(named, key=lambda n: held[n], reverse=True)
+    return f"{large} >= {small}"
+
+
+def _reordered(
+    trace_at: Callable[[dict[str, int]], Any], free: Sequence[str]
+) -> tuple[dict[str, int], Any] | None:
+    """The witness with its sizes the other way round (the first name the
+    largest) and the output there, where the function runs: it needs an
+    ordering (a kernel no longer than its signal), a note. Else None."""
+    if len(free) < 2:
+        return None
+    other = witnesses(list(reversed(free)))[0]
+    sizes = {name: other[name] for name in free}
+    found = trace_at(sizes)
+    return None if isinstance(found, ShapeIssue) else (sizes, found)
 
 
 def _past_parity(
