@@ -327,10 +327,10 @@ class _Checker:
         symbolic: str,
         symbols: Mapping[str, Any] | None = None,
     ) -> Any:
-        """The run again at concrete witness sizes (see `witness.decide`),
-        which satisfy the constraints given (`symbols`, made with them)."""
-        names, trace_at = self._concrete(run, free, fixed, symbols)
-        return witness.decide(trace_at, names, symbolic, self.t.inner, self.rounded)
+        """The run at concrete witnesses (`witness.decide`), within `symbols`."""
+        names, at = self._concrete(run, free, fixed, symbols)
+        of = (self.t.inner, self.rounded, self.declared)
+        return witness.decide(at, names, symbolic, *of)
 
     def _concrete(
         self,

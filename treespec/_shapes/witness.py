@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from .outcomes import relation_note, suggestion, unstated_relation
@@ -144,6 +144,7 @@ def decide(
     symbolic: str,
     fun: Any = None,
     rounded: Mapping[str, tuple[str, int, int]] | None = None,
+    declared: Collection[str] = (),
 ) -> Any:
     """What a run of `fun` whose symbolic trace stopped at `symbolic` (a
     limit of symbolic sizes) finds at the witnesses: `trace_at(sizes)` gives
@@ -161,6 +162,8 @@ def decide(
       and one on a line the function runs only at odd values of those
       names (its own branch for them, `if d % 2:`): odd sizes are meant to
       work there.
+    - Fails at every one, setting two `declared` sizes against each other,
+      and holds with the sizes the other way round: an ordering, a note.
     """
     results = [(sizes, trace_at(sizes)) for sizes in witnesses(free)]
     failed = [(s, found) for s, found in results if isinstance(found, ShapeIssue)]
@@ -168,6 +171,7 @@ def decide(
         return results[0][1]
     sizes, issue = failed[0]
     message = by_names(issue.message, sizes)
+    pair = None  # the two named sizes of an ordering, where one is tried
     if len(failed) == len(results):
         if issue.severity == "note" and not _division(issue):
             past = _multiples(trace_at, results[0][0])
@@ -178,9 +182,13 @@ def decide(
             return _concrete(*plain[1])  # the even witness's, further on
         if not plain:
             return _divided(trace_at, free, sizes, issue, message)
-        # A failure that is no division (the first): the error, unless the
-        # function runs with the sizes the other way round (an ordering).
-        reordered = _reordered(trace_at, free)
+        # A failure that is no division (the first): the error, unless it
+        # sets two sizes against each other and the function runs with
+        # them the other way round (an ordering: `n >= k`).
+        named = [n for n in free if n in declared or not declared]
+        first = by_names(plain[0][1].message, plain[0][0])
+        pair = _two_named(first, named)
+        reordered = _reordered(trace_at, free) if pair else None
         if reordered is None:
             return _concrete(*plain[0])
         results.append(reordered)
@@ -207,9 +215,10 @@ def decide(
             f"constraints={tuple(halves)!r} (JAX's syntax)",
         )
     name = next((n for n in free if re.search(rf"\b{n}\b", symbolic)), free[0])
-    said = (_ordering(message, held) if len(results) > 2 else None) or suggestion(
-        symbolic, name, held
-    )
+    said = suggestion(symbolic, name, held)
+    if pair:  # it ran with the two the other way round
+        large, small = sorted(pair, key=lambda n: held[n], reverse=True)
+        said = f"{large} >= {small}"
     return _note(
         issue,
         f"holds only at some sizes: it runs at {shown(held)} and fails at "
@@ -219,14 +228,12 @@ def decide(
     )
 
 
-def _ordering(message: str, held: Mapping[str, int]) -> str | None:
-    """The ordering of the two sizes a failure names, as they are where the
-    function runs (`n >= k`), else None."""
-    named = [n for n in held if re.search(rf"\b{n}\b", message)]
-    if len(named) != 2:
-        return None
-    large, small = sorted(named, key=lambda n: held[n], reverse=True)
-    return f"{large} >= {small}"
+def _two_named(message: str, free: Sequence[str]) -> tuple[str, str] | None:
+    """The two sizes a failure sets against each other (`expected ... 'n'
+    ..., got float32[k]`), where it names two of `free` and no others (an
+    unknown's, a number's failure is no ordering)."""
+    named = [n for n in free if re.search(rf"\b{n}\b", message)]
+    return (named[0], named[1]) if len(named) == 2 else None
 
 
 def _reordered(
