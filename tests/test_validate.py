@@ -66,6 +66,20 @@ def test_static_leaves_against_their_types() -> None:
     ]
 
 
+def test_an_int_where_a_float_is_annotated_is_accepted_as_pep_484_says() -> None:
+    # feedbax's `damping: float = 0`: mypy and pyright take an int where a
+    # float is annotated (and an int or float where a complex is); so does
+    # the validation. A str is still refused.
+    @treespec.jit
+    def scaled(x: jax.Array, k: Static[float], z: Static[complex]) -> jax.Array:
+        return x * k * abs(z)
+
+    np.testing.assert_allclose(scaled(jnp.ones(2), 0, 2), 0.0)
+    np.testing.assert_allclose(scaled(jnp.ones(2), 2, 1.5), 3.0)
+    msgs = _messages(lambda: scaled(jnp.ones(2), "2", 1))
+    assert msgs == ["argument k, at k: expected Static[float], got str '2'"]
+
+
 def test_enums_and_callables() -> None:
     @treespec.jit
     def f(

@@ -16,6 +16,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from beartype import BeartypeConf
 from beartype.door import is_bearable
 
 from ..._model.errors import (
@@ -41,6 +42,9 @@ __all__ = [
 
 #: For a Python scalar annotation on a traced leaf: the dtype kinds it stands for
 #: (the numeric tower: an int is a fine float, a bool a fine int).
+#: An `int` where a `float` is annotated (an `int` or `float` where a
+#: `complex` is), as PEP 484, mypy and pyright take it.
+_PEP484 = BeartypeConf(is_pep484_tower=True)
 _SCALAR_KINDS = {bool: "b", int: "biu", float: "biuf", complex: "biufc"}
 _PY_KIND = {bool: "b", int: "i", float: "f", complex: "c"}
 
@@ -185,7 +189,7 @@ def _leaf_ok(
     if kind is Kind.STATIC:
         annotation = node.annotation
         try:
-            return is_bearable(value, annotation), _text(node, kind)
+            return is_bearable(value, annotation, conf=_PEP484), _text(node, kind)
         except Exception:  # beartype cannot check this hint: nothing to say
             return True, ""
     return _check_array(node, value, path, bindings)
