@@ -1406,6 +1406,26 @@ def test_an_ordering_between_named_sizes_is_a_note_never_an_error() -> None:
     assert error.line == _line(_smoothed_bug, "# BUG"), str(error)
 
 
+@treespec.jit
+def _spectrum(u: Float[Array, "c ... n"]) -> Float[Array, "c ... n"]:
+    n = u.shape[-1]
+    return u * jnp.ones((1,) + (n,) * (u.ndim - 1))  # exponax: each axis is n
+
+
+@treespec.jit
+def _anything(u: Float[Array, "c _ n"]) -> Float[Array, "c n"]:
+    return u[:, 0] + u[:, :, 0]  # the `_` axis against n
+
+
+def test_the_axes_of_an_ellipsis_or_underscore_are_said_as_written() -> None:
+    # exponax's `"C ... N"`: the message names the axes of `...` as the user
+    # reads them, never an internal name (`_dots0`, `_any1`).
+    for fun, shown in ((_spectrum, "(c, ...[0], n)"), (_anything, "(c, _)")):
+        error, *_ = treespec.check_shapes(fun).errors  # (and at rank 2)
+        assert "_dots" not in error.message and "_any" not in error.message, error
+        assert shown in error.message, str(error)
+
+
 def test_a_reflect_pad_jax_cannot_lower_symbolically_is_checked_at_witnesses() -> None:
     # "Shape polymorphism is supported for jnp.pad with 'reflect' ... only
     # when ... the axis size (= h) is larger than 1": a limit, not a bug.

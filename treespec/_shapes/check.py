@@ -31,11 +31,11 @@ from .leaves import declared_names, own_names, rounded_names
 from .located import issue_of
 from .outcomes import (
     first_lines,
+    in_user_words,
     ordering_needed,
     ordering_note,
     relation_note,
     skipped_text,
-    ungrouped,
     unstated_relation,
     unusable_note,
 )
@@ -215,10 +215,10 @@ class _Checker:
         taken = {k: v for k, v in self.relations.items() if k not in self.unusable}
         if taken:
             notes.append(self._at_def("note", relations_text(taken, first.scopes)))
-        # An instance's own names as the user reads them (`out of layers[0]`),
-        # and JAX's `c // 1` (a feature group count of 1) as `c`.
+        # An instance's own names as the user reads them (`out of layers[0]`).
+        words = in_user_words
         problems = [
-            dataclasses.replace(p, message=ungrouped(first.scopes.readable(p.message)))
+            dataclasses.replace(p, message=words(first.scopes.readable(p.message)))
             for p in [*notes, *self.findings.final(len(runs))]
         ]
         defaults = tuple(first.defaults.items())
