@@ -162,8 +162,9 @@ def decide(
       and one on a line the function runs only at odd values of those
       names (its own branch for them, `if d % 2:`): odd sizes are meant to
       work there.
-    - Fails at every one, setting two `declared` sizes against each other,
-      and holds with the sizes the other way round: an ordering, a note.
+    - Fails at every one, the return's size against another `declared`
+      one, and holds with the sizes the other way round: an ordering, a
+      note.
     """
     results = [(sizes, trace_at(sizes)) for sizes in witnesses(free)]
     failed = [(s, found) for s, found in results if isinstance(found, ShapeIssue)]
@@ -183,11 +184,12 @@ def decide(
         if not plain:
             return _divided(trace_at, free, sizes, issue, message)
         # A failure that is no division (the first): the error, unless it
-        # sets two sizes against each other and the function runs with
-        # them the other way round (an ordering: `n >= k`).
+        # sets the return's size against another (a slice or a "same"
+        # convolution's `max(n, k)`) and the function runs with the two the
+        # other way round (an ordering: `n >= k`).
         named = [n for n in free if n in declared or not declared]
         first = by_names(plain[0][1].message, plain[0][0])
-        pair = _two_named(first, named)
+        pair = _two_named(first, named) if "the return value" in first else None
         reordered = _reordered(trace_at, free) if pair else None
         if reordered is None:
             return _concrete(*plain[0])
