@@ -215,10 +215,10 @@ class _Checker:
         taken = {k: v for k, v in self.relations.items() if k not in self.unusable}
         if taken:
             notes.append(self._at_def("note", relations_text(taken, first.scopes)))
-        # An instance's own names as the user reads them (`out of layers[0]`).
-        words = in_user_words
+        # As the user reads them (`out of layers[0]`, `c // 1` as `c`, `...[0]`).
+        readable = first.scopes.readable
         problems = [
-            dataclasses.replace(p, message=words(first.scopes.readable(p.message)))
+            dataclasses.replace(p, message=in_user_words(readable(p.message)))
             for p in [*notes, *self.findings.final(len(runs))]
         ]
         defaults = tuple(first.defaults.items())

@@ -40,11 +40,11 @@ __all__ = [
     "scopes_of",
 ]
 
+#: A static leaf's check: an `int` where a `float` is annotated (an `int` or
+#: `float` where a `complex` is), as PEP 484, mypy and pyright take it.
+_PEP484 = BeartypeConf(is_pep484_tower=True)
 #: For a Python scalar annotation on a traced leaf: the dtype kinds it stands for
 #: (the numeric tower: an int is a fine float, a bool a fine int).
-#: An `int` where a `float` is annotated (an `int` or `float` where a
-#: `complex` is), as PEP 484, mypy and pyright take it.
-_PEP484 = BeartypeConf(is_pep484_tower=True)
 _SCALAR_KINDS = {bool: "b", int: "biu", float: "biuf", complex: "biufc"}
 _PY_KIND = {bool: "b", int: "i", float: "f", complex: "c"}
 
