@@ -843,3 +843,53 @@ def test_a_sum_of_constructor_sizes_against_a_sum_of_named_ones_is_solved() -> N
     assert "obs_dim == o, action_dim == a" in note.message, str(note)
     (error,) = treespec.check_shapes(_q_value_bug).errors
     assert "the return value" in error.message, str(error)
+
+
+class ConvEncoder(eqx.Module):
+    """blind8's VAE encoder: a Linear over the flattened feature map, its
+    width from five constructor sizes, which only `height == h` and `width
+    == w` together make fit."""
+
+    conv1: eqx.nn.Conv2d
+    conv2: eqx.nn.Conv2d
+    fc: eqx.nn.Linear
+
+    def __init__(
+        self, in_ch: int, ch: int, height: int, width: int, latent: int, key: Any
+    ) -> None:
+        k1, k2, k3 = jax.random.split(key, 3)
+        self.conv1 = eqx.nn.Conv2d(in_ch, ch, 4, stride=2, padding=1, key=k1)
+        self.conv2 = eqx.nn.Conv2d(ch, 2 * ch, 4, stride=2, padding=1, key=k2)
+        size = 2 * ch * (height // 4) * (width // 4)
+        self.fc = eqx.nn.Linear(size, latent, key=k3)
+
+
+@treespec.jit
+def _encode(enc: ConvEncoder, x: Float[Array, "b c h w"]) -> Float[Array, "b z"]:
+    def one(x: jax.Array) -> jax.Array:
+        h = enc.conv2(jax.nn.relu(enc.conv1(x)))
+        return enc.fc(h.reshape(-1))
+
+    return jax.vmap(one)(x)
+
+
+@treespec.jit
+def _encode_bug(enc: ConvEncoder, x: Float[Array, "b c h w"]) -> Float[Array, "b z"]:
+    def one(x: jax.Array) -> jax.Array:
+        h = enc.conv2(jax.nn.relu(enc.conv1(x)))
+        return enc.fc(h.reshape(h.shape[0], -1))  # BUG: the channels kept apart
+
+    return jax.vmap(one)(x)
+
+
+def test_sizes_named_like_the_annotations_are_tried_together_first() -> None:
+    # No single size set equal to a named one makes the Linear fit; the
+    # sizes named like them (`height`: `h`, `width`: `w`) do, tried first.
+    report = treespec.check_shapes(_encode)
+    assert report.errors == (), str(report)
+    assert any(
+        "height == h" in n.message and "width == w" in n.message for n in report.notes
+    ), str(report)
+    assert treespec.check_shapes(_encode_bug).errors, str(
+        treespec.check_shapes(_encode_bug)
+    )

@@ -191,8 +191,17 @@ MAX_MATCHES = 48
 
 
 def _assignments(free: Sequence[str], named: Sequence[str]) -> Iterator[dict[str, str]]:
-    """Each of the `free` sizes equal to one of the `named` ones, fewest first
-    (one size, then two, ...)."""
+    """Each of the `free` sizes equal to one of the `named` ones: first those
+    named like one (`height`: `h`, `width`: `w`, together, as an author
+    builds a model to fit its input), then fewest first (one size, then
+    two, ...)."""
+    alike = {}
+    for size in free:
+        like = [n for n in named if n[0] == size[0]]
+        if len(like) == 1:
+            alike[size] = like[0]
+    if len(alike) > 1:
+        yield alike
     for k in range(1, len(free) + 1):
         for chosen in itertools.combinations(free, k):
             for names in itertools.product(named, repeat=k):
