@@ -28,10 +28,9 @@ from .construct import NeedsConcrete, assumptions_text
 from .counts import FEWER_MATCHES, counted_names, other_counts, sizes_unread
 from .declared import constraints_of, declared_of, values_declared
 from .leaves import declared_names, own_names, rounded_names
-from .located import issue_of
+from .located import in_user_words, issue_of
 from .outcomes import (
     first_lines,
-    in_user_words,
     ordering_needed,
     ordering_note,
     relation_note,

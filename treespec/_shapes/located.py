@@ -1,9 +1,10 @@
 """Where a finding of a shape check belongs: what a traced call raised, as a
 `ShapeIssue` at the innermost line of the user's code (`user_code.py`), an
-error or a note as `outcomes.py` says."""
+error or a note as `outcomes.py` says; and its message in the user's words."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .._model.errors import ValidationError
@@ -14,7 +15,7 @@ from .report import ShapeIssue
 from .tracing import trace
 from .user_code import called_at, code_file, frames_of, lines_run, user_line
 
-__all__ = ["issue_of"]
+__all__ = ["in_user_words", "issue_of"]
 
 
 def issue_of(
@@ -40,3 +41,19 @@ def issue_of(
     if caller is not None and severity == "error":
         message = f"{message} (called at line {caller})"
     return ShapeIssue(severity, file, line, t.name, message)
+
+
+#: A size divided by 1, as JAX writes a convolution's feature group count.
+_ONE_GROUP = re.compile(r"\b(\w+) // 1\b(?!\d)")
+
+
+def in_user_words(text: str) -> str:
+    """`text` as the user reads it: JAX's `c // 1` (one feature group)
+    written `c`, and the axes the check gave a `...` or a `_` of an
+    annotation as written (`...[0]`, `_`), never their internal names."""
+    text = _ONE_GROUP.sub(r"\1", text)
+    return _ANONYMOUS.sub(lambda m: "_" if m[1] == "any" else f"...[{m[2]}]", text)
+
+
+#: The names `abstract.py` gives the axes of a `...` and of a `_`.
+_ANONYMOUS = re.compile(r"\b_(dots|any)(\d+)\b")

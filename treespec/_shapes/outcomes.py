@@ -26,7 +26,6 @@ __all__ = [
     "ordering_needed",
     "ordering_note",
     "relation_note",
-    "in_user_words",
     "unusable_note",
     "skipped_text",
     "suggestion",
@@ -331,22 +330,6 @@ def ordering_note(issue: ShapeIssue, orderings: list[str]) -> ShapeIssue:
         f"if the annotations assume it, state it with "
         f"constraints={tuple(orderings)!r} (JAX's syntax)",
     )
-
-
-#: A size divided by 1, as JAX writes a convolution's feature group count.
-_ONE_GROUP = re.compile(r"\b(\w+) // 1\b(?!\d)")
-
-
-def in_user_words(text: str) -> str:
-    """`text` as the user reads it: JAX's `c // 1` (one feature group)
-    written `c`, and the axes the check gave a `...` or a `_` of an
-    annotation as written (`...[0]`, `_`), never their internal names."""
-    text = _ONE_GROUP.sub(r"\1", text)
-    return _ANONYMOUS.sub(lambda m: "_" if m[1] == "any" else f"...[{m[2]}]", text)
-
-
-#: The names `abstract.py` gives the axes of a `...` and of a `_`.
-_ANONYMOUS = re.compile(r"\b_(dots|any)(\d+)\b")
 
 
 def unusable_note(issue: ShapeIssue, relations: dict[str, str]) -> ShapeIssue:

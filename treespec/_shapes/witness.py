@@ -172,7 +172,6 @@ def decide(
         return results[0][1]
     sizes, issue = failed[0]
     message = by_names(issue.message, sizes)
-    pair = None  # the two named sizes of an ordering, where one is tried
     if len(failed) == len(results):
         if issue.severity == "note" and not _division(issue):
             past = _multiples(trace_at, results[0][0])
@@ -184,16 +183,10 @@ def decide(
         if not plain:
             return _divided(trace_at, free, sizes, issue, message)
         # A failure that is no division (the first): the error, unless it
-        # sets the return's size against another (a slice or a "same"
-        # convolution's `max(n, k)`) and the function runs with the two the
-        # other way round (an ordering: `n >= k`).
+        # needs an ordering.
         named = [n for n in free if n in declared or not declared]
-        first = by_names(plain[0][1].message, plain[0][0])
-        pair = _two_named(first, named) if "the return value" in first else None
-        reordered = _reordered(trace_at, free) if pair else None
-        if reordered is None:
-            return _concrete(*plain[0])
-        results.append(reordered)
+        ordering = _ordering(trace_at, free, named, plain[0])
+        return _concrete(*plain[0]) if ordering is None else ordering
     held = next(s for s, found in results if not isinstance(found, ShapeIssue))
     # A return that breaks its annotation at some sizes only (SAME padding's
     # ceil(h/2) against `h//2` at an odd h) is a divisibility against the
@@ -217,39 +210,44 @@ def decide(
             f"constraints={tuple(halves)!r} (JAX's syntax)",
         )
     name = next((n for n in free if re.search(rf"\b{n}\b", symbolic)), free[0])
-    said = suggestion(symbolic, name, held)
-    if pair:  # it ran with the two the other way round
-        large, small = sorted(pair, key=lambda n: held[n], reverse=True)
-        said = f"{large} >= {small}"
+    return _some_sizes(issue, held, sizes, suggestion(symbolic, name, held))
+
+
+def _some_sizes(
+    issue: ShapeIssue, held: dict[str, int], failed: dict[str, int], said: str
+) -> ShapeIssue:
+    """The note of a failure (at `failed`) the function runs past at `held`,
+    with the relation `said` to state."""
     return _note(
         issue,
         f"holds only at some sizes: it runs at {shown(held)} and fails at "
-        f"{shown(sizes)} ({message}); if the annotations assume it, state "
-        f"the relation with constraints=({said!r},) "
+        f"{shown(failed)} ({by_names(issue.message, failed)}); if the "
+        f"annotations assume it, state the relation with constraints=({said!r},) "
         "(JAX's syntax)",
     )
 
 
-def _two_named(message: str, free: Sequence[str]) -> tuple[str, str] | None:
-    """The two sizes a failure sets against each other (`expected ... 'n'
-    ..., got float32[k]`), where it names two of `free` and no others (an
-    unknown's, a number's failure is no ordering)."""
-    named = [n for n in free if re.search(rf"\b{n}\b", message)]
-    return (named[0], named[1]) if len(named) == 2 else None
-
-
-def _reordered(
-    trace_at: Callable[[dict[str, int]], Any], free: Sequence[str]
-) -> tuple[dict[str, int], Any] | None:
-    """The witness with its sizes the other way round (the first name the
-    largest) and the output there, where the function runs: it needs an
-    ordering (a kernel no longer than its signal), a note. Else None."""
-    if len(free) < 2:
+def _ordering(
+    trace_at: Callable[[dict[str, int]], Any],
+    free: Sequence[str],
+    named: Sequence[str],
+    failure: tuple[dict[str, int], ShapeIssue],
+) -> ShapeIssue | None:
+    """The note of a failure (at every witness) that sets the return's size
+    against another the annotations name (a "same" convolution's `max(n,
+    k)`), where the function runs with the sizes the other way round (the
+    first name the largest): it needs an ordering (`n >= k`). Else None."""
+    sizes, issue = failure
+    text = by_names(issue.message, sizes)
+    pair = [n for n in named if re.search(rf"\b{n}\b", text)]
+    if "the return value" not in text or len(pair) != 2:
         return None
     other = witnesses(list(reversed(free)))[0]
-    sizes = {name: other[name] for name in free}
-    found = trace_at(sizes)
-    return None if isinstance(found, ShapeIssue) else (sizes, found)
+    held = {name: other[name] for name in free}
+    if isinstance(trace_at(held), ShapeIssue):
+        return None
+    large, small = sorted(pair, key=lambda n: held[n], reverse=True)
+    return _some_sizes(issue, held, sizes, f"{large} >= {small}")
 
 
 def _past_parity(
