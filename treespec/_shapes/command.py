@@ -301,7 +301,7 @@ def _transforms_in(value: Any, module: str) -> Iterator[Any]:
     elif isinstance(value, type) and value.__module__ == module:
         for name, attribute in vars(value).items():
             if isinstance(found := _unwrapped(attribute), Transformed):
-                if found is not attribute and found._self_class is None:
+                if found is not attribute:
                     # Python told the wrapper, not the transform, whose
                     # method it is: told here, as it would have been.
                     found.__set_name__(value, name)

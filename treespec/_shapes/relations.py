@@ -84,10 +84,24 @@ def _summands(a: str, b: str, unknown: Collection[str]) -> dict[str, str]:
         if len(mine) < 2 or len(mine) != len(named) or not plain:
             continue
         if all(t in unknown for t in mine) and not set(named) & set(unknown):
-            alike = {t: next((n for n in named if n[0] == t[0]), "") for t in mine}
-            same = sorted(alike.values()) == sorted(named)
-            return alike if same else dict(zip(mine, named))
+            alike = _alike(mine, named)
+            whole = sorted(alike) == sorted(mine) and len(set(alike.values())) == len(
+                mine
+            )
+            return alike if whole else dict(zip(mine, named))
     return {}
+
+
+def _alike(sizes: Sequence[str], named: Sequence[str]) -> dict[str, str]:
+    """Each of `sizes` that begins like exactly one of the `named` sizes
+    (`obs_dim`: `o`, `height`: `h`), as an author names a constructor's size
+    after the dimension it builds the model to fit."""
+    alike = {}
+    for size in sizes:
+        like = [n for n in named if n[0] == size[0]]
+        if len(like) == 1:
+            alike[size] = like[0]
+    return alike
 
 
 #: A `ValidationError`'s `expected Float[Array, 'b n'] ..., got float32[b,m]`.
@@ -195,12 +209,7 @@ def _assignments(free: Sequence[str], named: Sequence[str]) -> Iterator[dict[str
     named like one (`height`: `h`, `width`: `w`, together, as an author
     builds a model to fit its input), then fewest first (one size, then
     two, ...)."""
-    alike = {}
-    for size in free:
-        like = [n for n in named if n[0] == size[0]]
-        if len(like) == 1:
-            alike[size] = like[0]
-    if len(alike) > 1:
+    if len(alike := _alike(free, named)) > 1:
         yield alike
     for k in range(1, len(free) + 1):
         for chosen in itertools.combinations(free, k):

@@ -184,8 +184,7 @@ def decide(
             return _divided(trace_at, free, sizes, issue, message)
         # A failure that is no division (the first): the error, unless it
         # needs an ordering.
-        named = [n for n in free if n in declared or not declared]
-        ordering = _ordering(trace_at, free, named, plain[0])
+        ordering = _ordering(trace_at, free, declared, plain[0])
         return _concrete(*plain[0]) if ordering is None else ordering
     held = next(s for s, found in results if not isinstance(found, ShapeIssue))
     # A return that breaks its annotation at some sizes only (SAME padding's
@@ -230,15 +229,17 @@ def _some_sizes(
 def _ordering(
     trace_at: Callable[[dict[str, int]], Any],
     free: Sequence[str],
-    named: Sequence[str],
+    declared: Collection[str],
     failure: tuple[dict[str, int], ShapeIssue],
 ) -> ShapeIssue | None:
     """The note of a failure (at every witness) that sets the return's size
-    against another the annotations name (a "same" convolution's `max(n,
-    k)`), where the function runs with the sizes the other way round (the
-    first name the largest): it needs an ordering (`n >= k`). Else None."""
+    against another the annotations name (`declared`, else any of `free`; a
+    "same" convolution's `max(n, k)`), where the function runs with the sizes
+    the other way round (the first name the largest): it needs an ordering
+    (`n >= k`). Else None."""
     sizes, issue = failure
     text = by_names(issue.message, sizes)
+    named = [n for n in free if n in declared or not declared]
     pair = [n for n in named if re.search(rf"\b{n}\b", text)]
     if "the return value" not in text or len(pair) != 2:
         return None
