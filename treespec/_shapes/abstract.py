@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import re
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -58,6 +59,7 @@ from .construct import (
     by_init,
     field_defaults,
     has_own_init,
+    unvalued,
 )
 from .containers import (
     CannotBuild,
@@ -181,6 +183,10 @@ class Builder:
                 "as Float[Array, 'b n'], or give a value)",
             )
         values = finite_values(node)
+        name = re.search(r"([A-Za-z_]\w*)'?\]?$", path)
+        own = marker is Marker.STATIC and not self._classes  # no field's
+        if values is None and annotation in (int, float) and name and own:
+            return _unvalued_static(self, annotation, name[1], path)
         if values is None:
             raise MissingValue(path, node.text or "unannotated")
         return self._choose(path, values)
@@ -336,3 +342,20 @@ class Builder:
         ClassNode: _class,
         UnionNode: union_value,
     }
+
+
+def _unvalued_static(builder: Builder, kind: type, name: str, path: str) -> Any:
+    """A static size or rate no one gave, of the function or a dict it takes,
+    as a constructor's (`construct.unvalued`, one rule; a class's field is
+    its constructor's parameter, `Builder._constructed`). A size of its own
+    is a value only at concrete sizes (`NeedsConcrete` at symbolic ones)."""
+
+    def size_of(name: str, new: bool) -> Any:
+        if builder.sizes is not None:
+            return builder.sizes.get(name)
+        return 2 if builder._named(name, new) else None
+
+    value = unvalued(name, kind, size_of, builder.assumed, path)
+    if not isinstance(value, (int, float)):  # a static leaf is a value
+        raise NeedsConcrete(f"{path} is a size used as a static int")
+    return value

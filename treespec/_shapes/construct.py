@@ -40,6 +40,7 @@ __all__ = [
     "STAND_INS",
     "Taken",
     "Unbuildable",
+    "unvalued",
 ]
 
 
@@ -61,7 +62,11 @@ def _of_ints(annotation: Any) -> bool:
     """Whether an annotation is a tuple or list of `int`s."""
     text = annotation if isinstance(annotation, str) else repr(annotation)
     return (
-        re.fullmatch(r"(typing\.)?([Tt]uple|[Ll]ist)\[int(, \.\.\.)?\]", text)
+        re.fullmatch(
+            r"(typing\.|collections\.abc\.)?([Tt]uple|[Ll]ist|Sequence)"
+            r"\[int(, \.\.\.)?\]",
+            text,
+        )
         is not None
     )
 
@@ -257,23 +262,9 @@ def _argument(
         or _OPTIONAL_INT.fullmatch(_text(annotation)) is not None
     )
     if counts:
-        size = size_of(name, False)
-        if size is not None:
-            return size
-        if type(param.default) is not int and not _COUNT.search(name):
-            # A size no annotation names (`hidden_size`): a dimension of its
-            # own, never 1, at which a bug that broadcasts would pass.
-            return size_of(name, True)
-        value = param.default if type(param.default) is int else 1
-        assumed[where] = value
-        return value
+        return unvalued(name, int, size_of, assumed, where, param.default)
     if param.default is not inspect.Parameter.empty:
         return param.default
-    if annotation in (float, "float"):
-        # A rate, a scale, an epsilon: never a size. 1.0 keeps a size it
-        # multiplies (`int(mlp_ratio * d)` is d); said in the note.
-        assumed[where] = 1.0
-        return 1.0
     if annotation in (bool, "bool"):
         # A switch (`flip`, `use_bias`): its False side, said in the note.
         assumed[where] = False
@@ -290,7 +281,41 @@ def _argument(
         # Counts of each part (`dilations`, `strides`): one part, said.
         assumed[where] = (1,)
         return (1,)
+    if _of_ints(annotation):
+        # Sizes of each part (`widths`): two parts, each a size of its own,
+        # so that a layer sized for the first where the last belongs shows.
+        return tuple(size_of(f"{name}{i}", True) for i in range(2))
+    if annotation in (float, "float"):
+        return unvalued(name, float, size_of, assumed, where)
     raise Unbuildable(where, f"{_text(annotation)}, a parameter of its constructor")
+
+
+def unvalued(
+    name: str,
+    kind: type,
+    size_of: Callable[[str, bool], Any | None],
+    assumed: dict[str, Any],
+    where: str,
+    default: Any = inspect.Parameter.empty,
+) -> Any:
+    """An `int` or `float` no one gave, of a constructor or the checked
+    function alike (one rule): an `int` named like a dimension takes its
+    size; else its default; a count (`num_heads`) 1, said in `assumed`; any
+    other a dimension of its own, an unknown (`size_of(name, True)`). A
+    `float` (a rate) is never a size: 1.0 (`int(ratio * d)` is d), said."""
+    if kind is float:
+        assumed[where] = 1.0
+        return 1.0
+    size = size_of(name, False)
+    if size is not None:
+        return size
+    if type(default) is not int and not _COUNT.search(name):
+        # A size no annotation names (`hidden_size`): a dimension of its
+        # own, never 1, at which a bug that broadcasts would pass.
+        return size_of(name, True)
+    value = default if type(default) is int else 1
+    assumed[where] = value
+    return value
 
 
 def _eval_shape(cls: type) -> Callable[[Callable[[], Any]], Any]:
@@ -310,32 +335,34 @@ def _eval_shape(cls: type) -> Callable[[Callable[[], Any]], Any]:
 
 
 def assumptions_text(assumed: Mapping[str, Any], function: str) -> str:
-    """The note for the values a constructor was built with by assumption."""
-    kinds = {
-        int: "counts",
-        tuple: "counts",
-        float: "rates",
-        bool: "switches",
-        str: "modes",
-    }
-    by_kind: dict[str, list[str]] = {}
-    for where, value in assumed.items():
-        by_kind.setdefault(kinds.get(type(value), "counts"), []).append(
-            f"{where}={value!r}"
-        )
+    """The note for the values taken by assumption: a constructor's
+    arguments (`model.num_heads`), the function's own static leaves (`k`)."""
     why = {
         "counts": f"no dimension of {function} is named so",
         "rates": "a float, never a size",
         "switches": "a switch, its False side",
         "modes": "a mode, its first value",
     }
-    shown = [f"{', '.join(by_kind[k])} ({why[k]})" for k in why if k in by_kind]
-    params = dict.fromkeys(where.split(".")[0] for where in assumed)
+    own = {w: v for w, v in assumed.items() if re.fullmatch(r"\w+", w)}
+    built = {w: v for w, v in assumed.items() if w not in own}
+    said = [
+        f"{how} with {_by_kind(values, why)}"
+        for how, values in (("built from its constructor", built), ("checked", own))
+        if values
+    ]
+    params = dict.fromkeys(re.split(r"[.\[]", where)[0] for where in assumed)
     give = ", ".join(f"{param}=..." for param in params)
-    return (
-        f"built from its constructor with {', '.join(shown)}; give another "
-        f"value: check_shapes({function}, {give})"
-    )
+    return f"{'; '.join(said)}; give another value: check_shapes({function}, {give})"
+
+
+def _by_kind(assumed: Mapping[str, Any], why: Mapping[str, str]) -> str:
+    """`heads=1 (no dimension ...), rate=1.0 (a float, never a size)`."""
+    kinds = {int: "counts", tuple: "counts", float: "rates", bool: "switches"}
+    by_kind: dict[str, list[str]] = {}
+    for where, value in assumed.items():
+        kind = kinds.get(type(value), "modes" if type(value) is str else "counts")
+        by_kind.setdefault(kind, []).append(f"{where}={value!r}")
+    return ", ".join(f"{', '.join(by_kind[k])} ({why[k]})" for k in why if k in by_kind)
 
 
 def field_defaults(cls: type) -> dict[str, Any]:

@@ -25,8 +25,9 @@ from typing import Any
 
 from .._runtime.checking.dims import DIM_NAME
 from .outcomes import unequal_sizes
+from .readings import shown
 from .report import ShapeIssue
-from .witness import chains, shown
+from .witness import chains
 
 __all__ = [
     "FEWER_MATCHES",

@@ -25,6 +25,7 @@ from typing import Any
 
 from .outcomes import relation_note, suggestion, unstated_relation
 from .parity import even_names, half_of, only_there, rounded_against_floor
+from .readings import by_names, shown
 from .report import ShapeIssue
 
 __all__ = [
@@ -83,61 +84,6 @@ def witnesses(names: Iterable[str]) -> list[dict[str, int]]:
     return [first, {name: 2 * size for name, size in first.items()}]
 
 
-#: An array's dtype just before its shape's `[`: `float32[`, `bool[`.
-_DTYPE = re.compile(r"\b(?:bool|(?:b?float|u?int|complex)\d+)\[$")
-
-
-def by_names(text: str, sizes: Mapping[str, int]) -> str:
-    """`text` with each witness size written as its dimension's name, and a
-    product of two of them, twice one, or a half, third or quarter of one
-    (at least `_SMALLEST_PART`), as that expression of names (`143` at `b=11,
-    n=13` is `b*n`; `22` is `2*b`; `18` at `g=72` is `g // 4`): distinct odd
-    primes factor one way only; a number with two readings (at chain
-    witnesses) stays a number,
-    and a line number, a count of problems and a key path's index stay
-    one."""
-    names = {size: name for name, size in sizes.items()}
-    readings: dict[int, set[str]] = {}
-    pairs = itertools.combinations_with_replacement(sizes.items(), 2)
-    for (first, one), (second, other) in pairs:
-        readings.setdefault(one * other, set()).add(f"{first}*{second}")
-    for name, size in sizes.items():
-        readings.setdefault(2 * size, set()).add(f"2*{name}")
-        for part in (2, 3, 4):  # a part of one (`g // 4`: an LSTM's gate)
-            if size % part == 0 and size // part >= _SMALLEST_PART:
-                readings.setdefault(size // part, set()).add(f"{name} // {part}")
-    for size, read in readings.items():  # one reading only (at a chain
-        if len(read) == 1:  # witness 144 is both kv*kv and 2*h)
-            names.setdefault(size, read.pop())
-
-    def named(match: re.Match[str]) -> str:
-        number, after = match.group(0), text[match.end() :]
-        if after.startswith(" problem") or (
-            after.startswith("]")
-            and text[: match.start()].endswith("[")
-            and not _DTYPE.search(text[: match.start()])
-        ):  # a count, or an index of a key path (`blocks[11]`): no size
-            return number
-        return names.get(int(number), number)
-
-    # A size a leaf bound a name to (`with d=19 bound by w`) is one.
-    text = _BOUND_AT.sub(lambda m: m[1] + names.get(int(m[2]), m[2]), text)
-    # A line number (`called at line 22`) is never a size.
-    return re.sub(r"(?<![\w.=])(?<!\bline )\d+(?!\w|\.\d)", named, text)
-
-
-#: The smallest part of a size read as one (below, a literal: an axis, a
-#: kernel's width).
-_SMALLEST_PART = 10
-#: A `ValidationError`'s binding at a concrete size: `with d=19 bound by`.
-_BOUND_AT = re.compile(r"(with \w+=)(\d+)(?= bound by)")
-
-
-def shown(sizes: Mapping[str, Any]) -> str:
-    """`t=11, s=13`: an assignment, for a message."""
-    return ", ".join(f"{name}={size}" for name, size in sizes.items())
-
-
 def decide(
     trace_at: Callable[[dict[str, int]], Any],
     free: Sequence[str],
@@ -185,6 +131,8 @@ def decide(
         # A failure that is no division (the first): the error, unless it
         # needs an ordering.
         ordering = _ordering(trace_at, free, declared, plain[0])
+        if ordering is None:
+            ordering = _multiple_of(trace_at, free, plain[0], rounded or {})
         return _concrete(*plain[0]) if ordering is None else ordering
     held = next(s for s, found in results if not isinstance(found, ShapeIssue))
     # A return that breaks its annotation at some sizes only (SAME padding's
@@ -232,23 +180,46 @@ def _ordering(
     declared: Collection[str],
     failure: tuple[dict[str, int], ShapeIssue],
 ) -> ShapeIssue | None:
-    """The note of a failure (at every witness) that sets the return's size
-    against another the annotations name (`declared`, else any of `free`; a
-    "same" convolution's `max(n, k)`), where the function runs with the sizes
-    the other way round (the first name the largest): it needs an ordering
-    (`n >= k`). Else None."""
+    """The note of a failure (at every witness) that sets sizes the
+    annotations name (`declared`, else any of `free`) against each other,
+    where the function runs with two of them the other way round: it needs
+    an ordering (`n >= k`: a "same" convolution's `max(n, k)` against the
+    return, `top_k`'s `k` against its axis). Else None."""
     sizes, issue = failure
     text = by_names(issue.message, sizes)
     named = [n for n in free if n in declared or not declared]
     pair = [n for n in named if re.search(rf"\b{n}\b", text)]
-    if "the return value" not in text or len(pair) != 2:
-        return None
-    other = witnesses(list(reversed(free)))[0]
-    held = {name: other[name] for name in free}
-    if isinstance(trace_at(held), ShapeIssue):
-        return None
-    large, small = sorted(pair, key=lambda n: held[n], reverse=True)
-    return _some_sizes(issue, held, sizes, f"{large} >= {small}")
+    if "the return value" in text and len(pair) == 2:
+        other = witnesses(list(reversed(free)))[0]
+        tries = [{name: other[name] for name in free}]
+    else:  # two sizes the failure names, next to each other, swapped:
+        # one comparison changes (`k` and `n` of `b=11, n=13, k=17`)
+        order = sorted(pair, key=lambda n: sizes[n])
+        tries = [
+            {**sizes, one: sizes[two], two: sizes[one]}
+            for one, two in itertools.pairwise(order)
+        ][:_MOST_SWAPS]
+    past = None  # a failure further on, with the sizes the other way round
+    for held in tries:
+        found = trace_at(held)
+        if not isinstance(found, ShapeIssue):
+            moved = [n for n in pair if held[n] != sizes[n]] or pair
+            large, small = sorted(moved[:2], key=lambda n: held[n], reverse=True)
+            return _some_sizes(issue, held, sizes, f"{large} >= {small}")
+        further = found.line != issue.line or (
+            _RETURN in found.message and _RETURN not in issue.message
+        )
+        if found.severity == "error" and further:
+            past = past or (held, found)
+    # Past the ordering the first failure needs, the bug further on.
+    return None if past is None else _concrete(*past)
+
+
+_RETURN = "the return value"
+#: How many sizes are tried one by one for the divisibility a note names.
+_MOST_NARROWED = 8
+#: How many swaps of two sizes a failure's ordering is looked for in.
+_MOST_SWAPS = 3
 
 
 def _past_parity(
@@ -308,6 +279,44 @@ def _multiples(trace_at: Callable[[dict[str, int]], Any], odd: dict[str, int]) -
         return found
     why = f"sizes that are multiples of {MULTIPLE}, which the code's check allows"
     return _concrete(sizes, found, why) if found.severity == "error" else None
+
+
+def _multiple_of(
+    trace_at: Callable[[dict[str, int]], Any],
+    free: Sequence[str],
+    failure: tuple[dict[str, int], ShapeIssue],
+    rounded: Collection[str],
+) -> ShapeIssue | None:
+    """The note of a failure at both witnesses that the function runs past
+    at multiples of `MULTIPLE` (two stride-2 layers, whose output an odd or
+    twice-odd `h` shrinks): a divisibility of the sizes it names. Else
+    None, and where an annotation rounds one of them (`(h+3)//4` says what
+    any `h` gives), the error stands."""
+    sizes, issue = failure
+    multiples = {name: MULTIPLE * size for name, size in sizes.items()}
+    if isinstance(trace_at(multiples), ShapeIssue):
+        return None
+    message = by_names(issue.message, sizes)
+    named = list(free)
+    if len(named) > _MOST_NARROWED:  # past that, those the failure names
+        named = [n for n in free if re.search(rf"\b{n}\b", message)] or named
+    # Those that need it: with one of them odd again, it fails.
+    named = [
+        n
+        for n in named[:_MOST_NARROWED]
+        if isinstance(trace_at({**multiples, n: sizes[n]}), ShapeIssue)
+    ] or named
+    if set(named) & set(rounded):
+        return None
+    return _note(
+        issue,
+        f"holds only when sizes divide each other ({', '.join(named)}): it "
+        f"runs at {shown({n: multiples[n] for n in named})} (multiples of "
+        f"{MULTIPLE}) and fails at {shown({n: sizes[n] for n in named})} and "
+        f"at twice those ({message}); if the annotations "
+        "assume it, state it with constraints=(...) (JAX's syntax: "
+        f"'{named[0]} == 4*k')",
+    )
 
 
 def _concrete(

@@ -1,0 +1,216 @@
+"""A static `int` or `float` no one gave a value (DESIGN, "an error is
+certain"): the function's own static size is an unknown, as a
+constructor's is (one rule): named like a dimension, that dimension; a
+count (`heads`) 1 and a rate 1.0, said in a note; any other a size of its
+own, checked at every witness. An ordering or a divisibility the code needs
+of such sizes is a note; a bug the annotations can see stays an error."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any, TypedDict
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+import treespec
+from treespec import Static
+
+
+@treespec.jit
+def top_k(scores: Float[Array, "b n"], k: Static[int]) -> Float[Array, "b k"]:
+    return jax.lax.top_k(scores, k)[0]
+
+
+@treespec.jit
+def top_k_bug(scores: Float[Array, "b n"], k: Static[int]) -> Float[Array, "b k"]:
+    return jax.lax.top_k(scores, k)[0].T  # the bug: axes swapped
+
+
+def test_a_static_size_named_like_a_dimension_needs_only_an_ordering() -> None:
+    # `k` is the return's `k`; top_k needs k <= n: an ordering between named
+    # sizes, a note with the side that runs, never an error.
+    report = treespec.check_shapes(top_k)
+    assert report.ok and not report.skipped, str(report)
+    (note,) = report.notes
+    assert "'n >= k'" in note.message, str(report)
+
+
+def test_a_static_sizes_twin_with_a_bug_is_an_error() -> None:
+    report = treespec.check_shapes(top_k_bug)
+    (error,) = report.errors
+    assert "the return value" in error.message, str(report)
+
+
+@treespec.jit
+def patchify(x: Float[Array, "b h w c"], p: Static[int]) -> Float[Array, "b n e"]:
+    b, h, w, c = x.shape
+    x = x.reshape(b, h // p, p, w // p, p, c).transpose(0, 1, 3, 2, 4, 5)
+    return x.reshape(b, (h // p) * (w // p), p * p * c)
+
+
+@treespec.jit
+def patchify_bug(x: Float[Array, "b h w c"], p: Static[int]) -> Float[Array, "b n e"]:
+    b, h, w, c = x.shape
+    x = x.reshape(b, h // p, p, w // p, p, c).transpose(0, 1, 3, 2, 4, 5)
+    return x.reshape(b, (h // p) * (w // p), p * c)  # the bug: one p too few
+
+
+def test_a_static_size_of_its_own_is_checked_and_its_divisibility_noted() -> None:
+    # `p` names no dimension: a size of its own, never skipped for want of
+    # a value; the reshape needs h and w divisible by p, a note.
+    report = treespec.check_shapes(patchify)
+    assert report.ok and not report.skipped, str(report)
+    (note,) = report.notes
+    assert "divide" in note.message and "p=" in note.message, str(report)
+    bug = treespec.check_shapes(patchify_bug)
+    assert len(bug.errors) == 1 and "reshape" in bug.errors[0].message, str(bug)
+
+
+@treespec.jit
+def heads_split(x: Float[Array, "b t d"], heads: Static[int]) -> Float[Array, "b t d"]:
+    b, t, d = x.shape
+    return x.reshape(b, t, heads, d // heads).reshape(b, t, d)
+
+
+@treespec.jit
+def mix(x: Float[Array, "b d"], alpha: Static[float]) -> Float[Array, "b d"]:
+    lam = jax.random.beta(jax.random.key(0), alpha, alpha)
+    return lam * x + (1 - lam) * x[::-1]
+
+
+def test_a_static_count_and_a_static_rate_take_one_said_in_a_note() -> None:
+    (note,) = treespec.check_shapes(heads_split).notes
+    assert "checked with heads=1" in note.message, note.message
+    assert "check_shapes(heads_split, heads=...)" in note.message
+    (note,) = treespec.check_shapes(mix).notes
+    assert "checked with alpha=1.0 (a float, never a size)" in note.message
+    # A value given is checked as it is, nothing assumed: d must divide by 4.
+    (note,) = treespec.check_shapes(heads_split, heads=4).notes
+    assert "checked with" not in note.message and "divide" in note.message
+
+
+@treespec.jit
+def pooled(x: Float[Array, "b n"], how: Static[str]) -> Float[Array, " b"]:
+    return getattr(jnp, how)(x, axis=1)
+
+
+def test_a_static_leaf_that_is_no_size_still_skips_naming_it() -> None:
+    report = treespec.check_shapes(pooled)
+    assert report.skipped, str(report)
+    assert "how (Static[str]) has no value" in report.notes[0].message
+    assert treespec.check_shapes(pooled, how="mean").problems == ()
+
+
+class Windows(TypedDict):
+    ws: Static[int]
+
+
+@treespec.jit
+def windows(x: Float[Array, "h w c"], cfg: Windows) -> Float[Array, "n ws ws c"]:
+    h, w, c = x.shape
+    ws = cfg["ws"]
+    x = x.reshape(h // ws, ws, w // ws, ws, c).transpose(0, 2, 1, 3, 4)
+    return x.reshape(-1, ws, ws, c)
+
+
+def test_a_static_size_in_a_config_dict_is_the_dimension_it_is_named_like() -> None:
+    report = treespec.check_shapes(windows)
+    assert report.ok and not report.skipped, str(report)
+    (note,) = report.notes
+    assert "divide" in note.message, str(report)
+
+
+@treespec.jit
+def down_up(x: Float[Array, "c h w"]) -> Float[Array, ""]:
+    # Two stride-2 poolings and two upsamplings: the same size only when h
+    # and w are multiples of 4.
+    c, h, w = x.shape
+    y = x[:, : h // 2 * 2, : w // 2 * 2].reshape(c, h // 2, 2, w // 2, 2).mean((2, 4))
+    y = y[:, : h // 4 * 2, : w // 4 * 2].reshape(c, h // 4, 2, w // 4, 2).mean((2, 4))
+    up = jnp.repeat(jnp.repeat(y, 4, axis=1), 4, axis=2)
+    return jnp.mean((up - x) ** 2)
+
+
+@treespec.jit
+def down_up_bug(x: Float[Array, "c h w"]) -> Float[Array, ""]:
+    c, h, w = x.shape
+    y = x[:, : h // 2 * 2, : w // 2 * 2].reshape(c, h // 2, 2, w // 2, 2).mean((2, 4))
+    y = y[:, : h // 4 * 2, : w // 4 * 2].reshape(c, h // 4, 2, w // 4, 2).mean((2, 4))
+    up = jnp.repeat(jnp.repeat(y, 2, axis=1), 4, axis=2)  # the bug: 2 for 4
+    return jnp.mean((up - x) ** 2)
+
+
+def test_a_size_the_body_needs_a_multiple_of_four_is_a_note_naming_it() -> None:
+    # It fails at odd sizes and at twice them: at multiples of 8 it runs, a
+    # divisibility of h and w (not c), a note.
+    report = treespec.check_shapes(down_up)
+    assert report.ok, str(report)
+    (note,) = report.notes
+    assert "divide each other (h, w)" in note.message, str(report)
+    bug = treespec.check_shapes(down_up_bug)
+    assert len(bug.errors) == 1, str(bug)
+
+
+@treespec.jit
+def quarter(x: Float[Array, "c h w"]) -> Float[Array, "c (h+3)//4 (w+3)//4"]:
+    c, h, w = x.shape  # the bug: a floor where the annotation says a ceiling
+    return (
+        x[:, : h // 4 * 4, : w // 4 * 4].reshape(c, h // 4, 4, w // 4, 4).mean((2, 4))
+    )
+
+
+def test_a_divisibility_against_an_annotation_that_rounds_is_an_error() -> None:
+    # `(h+3)//4` says what every h gives: at multiples of 8 it runs, but the
+    # annotation promised the ceiling at any h.
+    report = treespec.check_shapes(quarter)
+    (error,) = report.errors
+    assert "the return value" in error.message, str(report)
+
+
+class Stages(eqx.Module):
+    layers: list[eqx.nn.Linear]
+    head: eqx.nn.Linear
+
+    def __init__(self, d: int, widths: Sequence[int], *, key: Any = None) -> None:
+        key = jax.random.key(0) if key is None else key
+        pairs = itertools.pairwise([d, *widths])
+        self.layers = [eqx.nn.Linear(i, o, key=key) for i, o in pairs]
+        self.head = eqx.nn.Linear(widths[-1], 1, key=key)
+
+
+class StagesBug(Stages):
+    def __init__(self, d: int, widths: Sequence[int], *, key: Any = None) -> None:
+        key = jax.random.key(0) if key is None else key
+        pairs = itertools.pairwise([d, *widths])
+        self.layers = [eqx.nn.Linear(i, o, key=key) for i, o in pairs]
+        self.head = eqx.nn.Linear(widths[0], 1, key=key)  # the bug: the first width
+
+
+@treespec.jit
+def score(model: Stages, x: Float[Array, " d"]) -> Float[Array, " 1"]:
+    for layer in model.layers:
+        x = jax.nn.relu(layer(x))
+    return model.head(x)
+
+
+@treespec.jit
+def score_bug(model: StagesBug, x: Float[Array, " d"]) -> Float[Array, " 1"]:
+    for layer in model.layers:
+        x = jax.nn.relu(layer(x))
+    return model.head(x)
+
+
+def test_a_constructors_sizes_of_each_part_are_two_sizes_of_their_own() -> None:
+    # `widths: Sequence[int]` with no default: two stages of sizes of their
+    # own, never skipped for want of a value. A head sized for the first
+    # stage where the last belongs runs when the two are equal (an error is
+    # certain, DESIGN): the note says the relation it needed.
+    report = treespec.check_shapes(score)
+    assert report.ok and not report.skipped and not report.notes, str(report)
+    bug = treespec.check_shapes(score_bug)
+    (note,) = bug.notes
+    assert "widths0 == widths1" in note.message, str(bug)

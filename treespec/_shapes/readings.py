@@ -1,0 +1,67 @@
+"""A failure's message at concrete witness sizes, read back in the user's
+dimension names (`143` at `b=11, n=13` is `b*n`), and an assignment of
+sizes shown for a message."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["by_names", "shown"]
+
+
+#: An array's dtype just before its shape's `[`: `float32[`, `bool[`.
+_DTYPE = re.compile(r"\b(?:bool|(?:b?float|u?int|complex)\d+)\[$")
+
+
+def by_names(text: str, sizes: Mapping[str, int]) -> str:
+    """`text` with each witness size written as its dimension's name, and a
+    product of two of them, twice one, or a half, third or quarter of one
+    (at least `_SMALLEST_PART`), as that expression of names (`143` at `b=11,
+    n=13` is `b*n`; `22` is `2*b`; `18` at `g=72` is `g // 4`): distinct odd
+    primes factor one way only; a number with two readings (at chain
+    witnesses) stays a number,
+    and a line number, a count of problems and a key path's index stay
+    one."""
+    names = {size: name for name, size in sizes.items()}
+    readings: dict[int, set[str]] = {}
+    pairs = itertools.combinations_with_replacement(sizes.items(), 2)
+    for (first, one), (second, other) in pairs:
+        readings.setdefault(one * other, set()).add(f"{first}*{second}")
+    for name, size in sizes.items():
+        readings.setdefault(2 * size, set()).add(f"2*{name}")
+        for part in (2, 3, 4):  # a part of one (`g // 4`: an LSTM's gate)
+            if size % part == 0 and size // part >= _SMALLEST_PART:
+                readings.setdefault(size // part, set()).add(f"{name} // {part}")
+    for size, read in readings.items():  # one reading only (at a chain
+        if len(read) == 1:  # witness 144 is both kv*kv and 2*h)
+            names.setdefault(size, read.pop())
+
+    def named(match: re.Match[str]) -> str:
+        number, after = match.group(0), text[match.end() :]
+        if after.startswith(" problem") or (
+            after.startswith("]")
+            and text[: match.start()].endswith("[")
+            and not _DTYPE.search(text[: match.start()])
+        ):  # a count, or an index of a key path (`blocks[11]`): no size
+            return number
+        return names.get(int(number), number)
+
+    # A size a leaf bound a name to (`with d=19 bound by w`) is one.
+    text = _BOUND_AT.sub(lambda m: m[1] + names.get(int(m[2]), m[2]), text)
+    # A line number (`called at line 22`) is never a size.
+    return re.sub(r"(?<![\w.=])(?<!\bline )\d+(?!\w|\.\d)", named, text)
+
+
+#: The smallest part of a size read as one (below, a literal: an axis, a
+#: kernel's width).
+_SMALLEST_PART = 10
+#: A `ValidationError`'s binding at a concrete size: `with d=19 bound by`.
+_BOUND_AT = re.compile(r"(with \w+=)(\d+)(?= bound by)")
+
+
+def shown(sizes: Mapping[str, Any]) -> str:
+    """`t=11, s=13`: an assignment, for a message."""
+    return ", ".join(f"{name}={size}" for name, size in sizes.items())
