@@ -214,3 +214,45 @@ def test_a_constructors_sizes_of_each_part_are_two_sizes_of_their_own() -> None:
     bug = treespec.check_shapes(score_bug)
     (note,) = bug.notes
     assert "widths0 == widths1" in note.message, str(bug)
+
+
+@treespec.jit
+def repeated(x: Float[Array, "n d"], k: Static[int]) -> Float[Array, "n*k d"]:
+    return jnp.tile(x, (k, 1))
+
+
+def test_a_static_size_of_its_own_is_a_symbol_checked_for_every_size() -> None:
+    # Symbolic first, as an array's sizes: the output is `k*n`, for every k.
+    report = treespec.check_shapes(repeated)
+    assert report.problems == (), str(report)
+    ((_, out),) = report.outputs
+    assert "k" in str(out.shape[0]) and "n" in str(out.shape[0]), out
+
+
+@treespec.jit
+def _scaled(x: Float[Array, " n"], k: Static[int]) -> Float[Array, " n"]:
+    return x * k
+
+
+def test_a_symbolic_size_passed_as_a_static_int_is_an_int_under_export() -> None:
+    # `x.shape[0]` under `jax.export` with symbolic shapes is JAX's int.
+    n = jax.export.symbolic_shape("n")
+    arg = jax.ShapeDtypeStruct(n, jnp.float32)
+    exported = jax.export.export(jax.jit(lambda x: _scaled(x, x.shape[0])))(arg)
+    assert str(exported.out_avals[0].shape) == "(n,)"
+
+
+@treespec.jit
+def enqueue(
+    queue: Float[Array, "q d"], keys: Float[Array, "b d"]
+) -> Float[Array, "q d"]:
+    return jnp.concatenate([keys, queue[: queue.shape[0] - keys.shape[0]]])
+
+
+def test_an_ordering_of_two_sizes_not_next_to_each_other_is_a_note() -> None:
+    # At q=11, d=13, b=17 the queue is too short; swapping q and d or d and
+    # b does not help, q and b does: the queue holds at least a batch.
+    report = treespec.check_shapes(enqueue)
+    assert report.ok, str(report)
+    (note,) = report.notes
+    assert "'q >= b'" in note.message, str(report)

@@ -895,3 +895,24 @@ def test_sizes_named_like_the_annotations_are_tried_together_first() -> None:
     assert treespec.check_shapes(_encode_bug).errors, str(
         treespec.check_shapes(_encode_bug)
     )
+
+
+class ScaledNorm(eqx.Module):
+    scale: jax.Array
+
+    def __init__(self, d_model: int) -> None:
+        self.scale = jnp.ones(d_model)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "b 1 d"]) -> Float[Array, "b 1 d"]:
+        # JAX says `shapes=[(b, 1, d), (d_model,)]` of a product of three.
+        ms = jnp.mean(x * x, axis=-1, keepdims=True)
+        return x * jax.lax.rsqrt(ms + 1e-6) * self.scale
+
+
+def test_a_constructors_size_in_a_broadcast_of_a_listed_pair_is_solved() -> None:
+    # The pair is read from JAX's message: the relation taken, and nothing
+    # else to say (no divisibility, which a guess left behind).
+    report = treespec.check_shapes(ScaledNorm.__call__)
+    (note,) = report.problems
+    assert "d_model == d" in note.message, str(report)

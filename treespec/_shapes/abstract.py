@@ -347,15 +347,12 @@ class Builder:
 def _unvalued_static(builder: Builder, kind: type, name: str, path: str) -> Any:
     """A static size or rate no one gave, of the function or a dict it takes,
     as a constructor's (`construct.unvalued`, one rule; a class's field is
-    its constructor's parameter, `Builder._constructed`). A size of its own
-    is a value only at concrete sizes (`NeedsConcrete` at symbolic ones)."""
+    its constructor's parameter, `Builder._constructed`); a size of its own
+    is a symbol at symbolic sizes, as an array's are."""
 
     def size_of(name: str, new: bool) -> Any:
         if builder.sizes is not None:
             return builder.sizes.get(name)
         return 2 if builder._named(name, new) else None
 
-    value = unvalued(name, kind, size_of, builder.assumed, path)
-    if not isinstance(value, (int, float)):  # a static leaf is a value
-        raise NeedsConcrete(f"{path} is a size used as a static int")
-    return value
+    return unvalued(name, kind, size_of, builder.assumed, path)

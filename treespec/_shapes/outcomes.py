@@ -183,6 +183,8 @@ _FUNCTIONS: dict[str, Any] = {
 
 #: Where a message of JAX's names two shapes it found unequal.
 _SHAPES = re.compile(r"(?:shapes for broadcasting: |got )\(")
+#: JAX's listing of the shapes of an operation of three (`x * r * scale`).
+_LISTED = re.compile(r"shapes for broadcasting: shapes=\[\(")
 
 
 #: A layer's check of its own that names both shapes: Equinox's
@@ -249,13 +251,18 @@ def bound_against_value(text: str) -> list[list[tuple[str, str]]]:
     return found
 
 
-def unequal_sizes(text: str) -> list[tuple[str, str]]:
+def unequal_sizes(text: str, listed: bool = False) -> list[tuple[str, str]]:
     """The sizes a shape error of JAX's says differ, in pairs: `but A != B`
     (`c // 1` read as `c`), or the two shapes it names (`got (a, b) and
     (a, c)`: `("b", "c")`), aligned from the last dimension, equal pairs
-    left out."""
+    left out; with `listed`, the first two of those it lists too
+    (`shapes=[(b, 1, d), (d_model,)]`)."""
     unequal = _UNEQUAL.search(text)
     received = _RECEIVED.search(text)
+    if listed and (found := _LISTED.search(text)):
+        groups = _groups(text[found.end() - 1 :], 2)
+        pairs = zip(reversed(groups[0]), reversed(groups[-1]))
+        return [(a, b) for a, b in pairs if a != b] if len(groups) == 2 else []
     if unequal:  # JAX's `but c // 4 != g`: one size each side (`c // 1` is c)
         groups = [[re.sub(r"\s*//\s*1$", "", side)] for side in unequal.groups()]
         grouped = re.fullmatch(r"(\w+) // (\w+)", groups[0][0])

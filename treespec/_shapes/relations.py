@@ -43,7 +43,7 @@ def relations_needed(text: str, unknown: Collection[str] = ()) -> dict[str, str]
     state it): there a constructor's size is the function's contract
     broken, a bug. Nor a number the body hard-codes."""
     found: dict[str, str] = {}
-    body = unequal_sizes(text)
+    body = unequal_sizes(text, listed=True)
     for a, b in [*body, *_annotation_against_shape(text)]:
         in_body = (a, b) in body
         if summed := _summands(a, b, unknown):  # `o + a` against a sum of two

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from .outcomes import relation_note, suggestion, unstated_relation
+from .outcomes import ordering_needed, relation_note, suggestion, unstated_relation
 from .parity import even_names, half_of, only_there, rounded_against_floor
 from .readings import by_names, shown
 from .report import ShapeIssue
@@ -189,22 +189,29 @@ def _ordering(
     text = by_names(issue.message, sizes)
     named = [n for n in free if n in declared or not declared]
     pair = [n for n in named if re.search(rf"\b{n}\b", text)]
-    if "the return value" in text and len(pair) == 2:
+    if ordering_needed(text, named):  # JAX's own words say which (a cache)
+        return None
+    if _RETURN in text and len(pair) == 2:
         other = witnesses(list(reversed(free)))[0]
         tries = [{name: other[name] for name in free}]
-    else:  # two sizes the failure names, next to each other, swapped:
-        # one comparison changes (`k` and `n` of `b=11, n=13, k=17`)
+    else:  # two sizes the failure names swapped: next to each other
+        # first, where one comparison changes (`k` and `n` of `b=11, n=13,
+        # k=17`), then any two (`q` and `b` of a queue `q=11, d=13, b=17`)
         order = sorted(pair, key=lambda n: sizes[n])
+        near = list(itertools.pairwise(order))
+        swaps = near + [p for p in itertools.combinations(order, 2) if p not in near]
         tries = [
             {**sizes, one: sizes[two], two: sizes[one]}
-            for one, two in itertools.pairwise(order)
-        ][:_MOST_SWAPS]
+            for one, two in swaps[:_MOST_SWAPS]
+        ]
     past = None  # a failure further on, with the sizes the other way round
     for held in tries:
         found = trace_at(held)
         if not isinstance(found, ShapeIssue):
-            moved = [n for n in pair if held[n] != sizes[n]] or pair
-            large, small = sorted(moved[:2], key=lambda n: held[n], reverse=True)
+            # The two sizes moved, those the failure names first (a misread
+            # `2*q` at q=11 may name one only: the other moved too).
+            moved = dict.fromkeys(n for n in [*pair, *free] if held[n] != sizes[n])
+            large, small = sorted(list(moved)[:2], key=held.__getitem__)[::-1]
             return _some_sizes(issue, held, sizes, f"{large} >= {small}")
         further = found.line != issue.line or (
             _RETURN in found.message and _RETURN not in issue.message
@@ -216,10 +223,9 @@ def _ordering(
 
 
 _RETURN = "the return value"
-#: How many sizes are tried one by one for the divisibility a note names.
-_MOST_NARROWED = 8
-#: How many swaps of two sizes a failure's ordering is looked for in.
-_MOST_SWAPS = 3
+#: How many sizes are tried one by one for the divisibility a note names,
+#: and how many swaps of two sizes for an ordering.
+_MOST_NARROWED, _MOST_SWAPS = 8, 6
 
 
 def _past_parity(
