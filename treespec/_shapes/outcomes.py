@@ -257,12 +257,9 @@ def unequal_sizes(text: str, listed: bool = False) -> list[tuple[str, str]]:
     (a, c)`: `("b", "c")`), aligned from the last dimension, equal pairs
     left out; with `listed`, the first two of those it lists too
     (`shapes=[(b, 1, d), (d_model,)]`)."""
-    unequal = _UNEQUAL.search(text)
-    received = _RECEIVED.search(text)
-    if listed and (found := _LISTED.search(text)):
-        groups = _groups(text[found.end() - 1 :], 2)
-        pairs = zip(reversed(groups[0]), reversed(groups[-1]))
-        return [(a, b) for a, b in pairs if a != b] if len(groups) == 2 else []
+    listing = _LISTED.search(text) if listed else None  # then the pair
+    unequal = None if listing else _UNEQUAL.search(text)
+    received = None if listing else _RECEIVED.search(text)
     if unequal:  # JAX's `but c // 4 != g`: one size each side (`c // 1` is c)
         groups = [[re.sub(r"\s*//\s*1$", "", side)] for side in unequal.groups()]
         grouped = re.fullmatch(r"(\w+) // (\w+)", groups[0][0])
@@ -275,7 +272,7 @@ def unequal_sizes(text: str, listed: bool = False) -> list[tuple[str, str]]:
         ]
     elif "vmap got inconsistent sizes" in text:  # the sizes of a vmap's axes
         groups = [[size] for size in dict.fromkeys(_MAPPED.findall(text))]
-    elif found := _SHAPES.search(text):
+    elif found := (listing or _SHAPES.search(text)):
         groups = _groups(text[found.end() - 1 :], 2)
     else:
         return []
