@@ -916,3 +916,61 @@ def test_a_constructors_size_in_a_broadcast_of_a_listed_pair_is_solved() -> None
     report = treespec.check_shapes(ScaledNorm.__call__)
     (note,) = report.problems
     assert "d_model == d" in note.message, str(report)
+
+
+def _positional(x: Any, num_freqs: int) -> Any:
+    freqs = 2.0 ** jnp.arange(num_freqs)
+    scaled = (x[:, None, :] * freqs[None, :, None]).reshape(x.shape[0], -1)
+    return jnp.concatenate([x, jnp.sin(scaled), jnp.cos(scaled)], axis=-1)
+
+
+class Radiance(eqx.Module):
+    """NeRF's field: its input width is the encoding's, `6*num_freqs + 3`."""
+
+    layer: eqx.nn.Linear
+
+    def __init__(self, pos_dim: int, width: int, *, key: Any = None) -> None:
+        key = jax.random.key(0) if key is None else key
+        self.layer = eqx.nn.Linear(pos_dim, width, key=key)
+
+
+@treespec.jit
+def _radiance(
+    field: Radiance, x: Float[Array, "n 3"], num_freqs: treespec.Static[int]
+) -> Float[Array, "n w"]:
+    return jax.vmap(field.layer)(_positional(x, num_freqs))
+
+
+@treespec.jit
+def _radiance_bug(
+    field: Radiance, x: Float[Array, "n 3"], num_freqs: treespec.Static[int]
+) -> Float[Array, "n w"]:
+    return jax.vmap(field.layer)(_positional(x, num_freqs).T)  # the bug: transposed
+
+
+def test_a_constructors_size_against_a_number_that_moves_with_the_sizes() -> None:
+    # At concrete witnesses `pos_dim` meets 177 (num_freqs=29), then 351 at
+    # twice the sizes: an expression of them, which the author builds the
+    # field with; a number the body hard-coded would stay put.
+    report = treespec.check_shapes(_radiance)
+    assert report.ok, str(report)
+    assert any("pos_dim == 6*num_freqs + 3" in n.message for n in report.notes), str(
+        report
+    )
+    assert treespec.check_shapes(_radiance_bug).errors
+
+
+def test_a_number_the_body_hard_codes_is_never_an_unknowns_size() -> None:
+    class Head(eqx.Module):
+        linear: eqx.nn.Linear
+
+        def __init__(self, d: int, num_classes: int, *, key: Any = None) -> None:
+            key = jax.random.key(0) if key is None else key
+            self.linear = eqx.nn.Linear(d, num_classes, key=key)
+
+        @treespec.jit
+        def loss(self, x: Float[Array, " d"], y: Int[Array, ""]) -> Float[Array, ""]:
+            return -(jax.nn.log_softmax(self.linear(x)) * jax.nn.one_hot(y, 10)).sum()
+
+    report = treespec.check_shapes(Head.loss)
+    assert report.errors, str(report)

@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
+from .moving import MULTIPLE, moving_number, multiple_of
 from .outcomes import ordering_needed, relation_note, suggestion, unstated_relation
 from .parity import even_names, half_of, only_there, rounded_against_floor
 from .readings import by_names, shown
@@ -108,9 +109,9 @@ def decide(
       and one on a line the function runs only at odd values of those
       names (its own branch for them, `if d % 2:`): odd sizes are meant to
       work there.
-    - Fails at every one, the return's size against another `declared`
-      one, and holds with the sizes the other way round: an ordering, a
-      note.
+    - Fails at every one, and holds with an unknown set to a number that
+      moves with the sizes (`moving.py`), with two sizes the other way
+      round (an ordering), or at multiples of 8 (a divisibility): a note.
     """
     results = [(sizes, trace_at(sizes)) for sizes in witnesses(free)]
     failed = [(s, found) for s, found in results if isinstance(found, ShapeIssue)]
@@ -128,12 +129,14 @@ def decide(
             return _concrete(*plain[1])  # the even witness's, further on
         if not plain:
             return _divided(trace_at, free, sizes, issue, message)
-        # A failure that is no division (the first): the error, unless it
-        # needs an ordering.
-        ordering = _ordering(trace_at, free, declared, plain[0])
-        if ordering is None:
-            ordering = _multiple_of(trace_at, free, plain[0], rounded or {})
-        return _concrete(*plain[0]) if ordering is None else ordering
+        # A failure that is no division (the first): the error, unless an
+        # unknown, an ordering or a divisibility lets the function run.
+        ordering = (
+            moving_number(trace_at, declared, failed)
+            or _ordering(trace_at, free, declared, plain[0])
+            or multiple_of(trace_at, free, plain[0], rounded or {})
+        )
+        return ordering or _concrete(*plain[0])
     held = next(s for s, found in results if not isinstance(found, ShapeIssue))
     # A return that breaks its annotation at some sizes only (SAME padding's
     # ceil(h/2) against `h//2` at an odd h) is a divisibility against the
@@ -223,9 +226,8 @@ def _ordering(
 
 
 _RETURN = "the return value"
-#: How many sizes are tried one by one for the divisibility a note names,
-#: and how many swaps of two sizes for an ordering.
-_MOST_NARROWED, _MOST_SWAPS = 8, 6
+#: How many swaps of two sizes an ordering is looked for in.
+_MOST_SWAPS = 6
 
 
 def _past_parity(
@@ -271,11 +273,6 @@ def _note(issue: ShapeIssue, message: str) -> ShapeIssue:
     return dataclasses.replace(issue, severity="note", message=message)
 
 
-#: Sizes this multiple of the odd ones (still distinct) pass an author's
-#: check of a divisibility (`assert h % 4 == 0`) that stops every witness.
-MULTIPLE = 8
-
-
 def _multiples(trace_at: Callable[[dict[str, int]], Any], odd: dict[str, int]) -> Any:
     """The run at multiples of `MULTIPLE`: its output, an error found past
     the author's check, or None where it stops there too."""
@@ -285,44 +282,6 @@ def _multiples(trace_at: Callable[[dict[str, int]], Any], odd: dict[str, int]) -
         return found
     why = f"sizes that are multiples of {MULTIPLE}, which the code's check allows"
     return _concrete(sizes, found, why) if found.severity == "error" else None
-
-
-def _multiple_of(
-    trace_at: Callable[[dict[str, int]], Any],
-    free: Sequence[str],
-    failure: tuple[dict[str, int], ShapeIssue],
-    rounded: Collection[str],
-) -> ShapeIssue | None:
-    """The note of a failure at both witnesses that the function runs past
-    at multiples of `MULTIPLE` (two stride-2 layers, whose output an odd or
-    twice-odd `h` shrinks): a divisibility of the sizes it names. Else
-    None, and where an annotation rounds one of them (`(h+3)//4` says what
-    any `h` gives), the error stands."""
-    sizes, issue = failure
-    multiples = {name: MULTIPLE * size for name, size in sizes.items()}
-    if isinstance(trace_at(multiples), ShapeIssue):
-        return None
-    message = by_names(issue.message, sizes)
-    named = list(free)
-    if len(named) > _MOST_NARROWED:  # past that, those the failure names
-        named = [n for n in free if re.search(rf"\b{n}\b", message)] or named
-    # Those that need it: with one of them odd again, it fails.
-    named = [
-        n
-        for n in named[:_MOST_NARROWED]
-        if isinstance(trace_at({**multiples, n: sizes[n]}), ShapeIssue)
-    ] or named
-    if set(named) & set(rounded):
-        return None
-    return _note(
-        issue,
-        f"holds only when sizes divide each other ({', '.join(named)}): it "
-        f"runs at {shown({n: multiples[n] for n in named})} (multiples of "
-        f"{MULTIPLE}) and fails at {shown({n: sizes[n] for n in named})} and "
-        f"at twice those ({message}); if the annotations "
-        "assume it, state it with constraints=(...) (JAX's syntax: "
-        f"'{named[0]} == 4*k')",
-    )
 
 
 def _concrete(

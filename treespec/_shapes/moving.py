@@ -1,0 +1,185 @@
+"""Where a function that fails at both witnesses runs after all: an unknown
+size set against a number that moves with the sizes, or every size a
+multiple of `MULTIPLE` (a divisibility).
+
+At concrete witnesses a failure may set a size no annotation names (a
+constructor's `pos_dim`) against a number no product of names reads (`177`
+at `pos_freqs=29`: `6*pos_freqs + 3`, a positional encoding's width). A
+number the body hard-codes stays put from one witness to the next (`10` of
+`one_hot(y, 10)`: an error, DESIGN); one that moves with the sizes (177 at
+the odd witness, 351 at twice those) is an expression of them, which the
+unknown may be (DESIGN, "an error is certain"). Set to it at each witness,
+a function that runs is a note saying what the unknown was taken as.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+from .outcomes import unequal_sizes
+from .readings import by_names, shown
+from .report import ShapeIssue
+
+__all__ = ["MULTIPLE", "moving_number", "multiple_of"]
+
+#: Sizes this multiple of the odd ones (still distinct) pass an author's
+#: check of a divisibility (`assert h % 4 == 0`) that stops every witness,
+#: and run past two stride-2 layers.
+MULTIPLE = 8
+#: How many sizes are tried one by one for the divisibility a note names.
+_MOST_NARROWED = 8
+
+#: The largest multiple of one size an expression is read with (`6*f + 3`).
+_LARGEST_FACTOR = 16
+
+
+def _candidates(
+    failures: tuple[ShapeIssue, ShapeIssue],
+    witnesses: tuple[Mapping[str, int], Mapping[str, int]],
+    unknown: Sequence[str],
+) -> list[tuple[str, int, int]]:
+    """The values an unknown may take at each witness to make the sizes a
+    failure compares equal, where they move with the sizes (a number the
+    body hard-codes stays put: never taken): an unknown set against a
+    number (`got (pos_dim,) and (177,)`), that number; an unknown inside a
+    sum (`(30,)`, `width + dir_dim`, against `(206,)`), itself moved by the
+    difference, either way."""
+    pairs = [
+        unequal_sizes(by_names(issue.message, sizes), listed=True)[:1]
+        for issue, sizes in zip(failures, witnesses)
+    ]
+    if not all(pairs):
+        return []
+    ((a, b),), ((c, d),) = pairs
+    if a in unknown and b.isdigit() and a == c and d.isdigit():
+        return [(a, int(b), int(d))] if b != d else []
+    if not all(x.isdigit() for x in (a, b, c, d)):
+        return []
+    odd, even = (int(b) - int(a)), (int(d) - int(c))
+    if odd == even:  # the same difference at twice the sizes: hard-coded
+        return []
+    return [
+        (name, witnesses[0][name] + sign * odd, witnesses[1][name] + sign * even)
+        for name in unknown
+        for sign in (1, -1)
+        if witnesses[0][name] + sign * odd > 0 and witnesses[1][name] + sign * even > 0
+    ]
+
+
+def _expression(first: int, second: int, sizes: Mapping[str, int]) -> str | None:
+    """`6*pos_freqs + 3`: the one reading of `first` at `sizes` that is
+    `second` at twice them (a multiple of one size, and a constant)."""
+    constant, linear = 2 * first - second, second - first
+    readings = [
+        f"{linear // size}*{name}" if linear != size else name
+        for name, size in sizes.items()
+        if linear % size == 0 and linear // size <= _LARGEST_FACTOR
+    ]
+    if len(readings) != 1:
+        return None
+    sign = "+" if constant >= 0 else "-"
+    return readings[0] + (f" {sign} {abs(constant)}" if constant else "")
+
+
+def moving_number(
+    trace_at: Callable[[dict[str, int]], Any],
+    declared: Collection[str],
+    failed: Sequence[tuple[dict[str, int], ShapeIssue]],
+) -> ShapeIssue | None:
+    """The note of a function that fails at both witnesses (`failed`, the
+    second at twice the first's sizes) where an unknown meets a number that
+    moves with the sizes, and runs at both with the unknowns so set (one
+    after another, as each failure names the next: a positional encoding's
+    width, then a direction encoding's); else None (the failure stands)."""
+    if len(failed) < 2:
+        return None
+    (odd, issue), (even, other) = failed[:2]
+    unknown = [name for name in odd if name not in declared]
+    taken: dict[str, tuple[int, int]] = {}
+    tries = 0
+    while len(taken) < _MOST_TAKEN:
+        step = None
+        free = [name for name in unknown if name not in taken]
+        for name, at_odd, at_even in _candidates((issue, other), (odd, even), free):
+            tries += 1
+            if tries > _MOST_TRIES:
+                return None
+            values = {**taken, name: (at_odd, at_even)}
+            found = tuple(
+                trace_at({**sizes, **{n: v[i] for n, v in values.items()}})
+                for i, sizes in enumerate((odd, even))
+            )
+            failing = [isinstance(f, ShapeIssue) for f in found]
+            if not any(failing):
+                return _note(failed[0][1], odd, values)
+            moved_on = found[0].message != issue.message if all(failing) else False
+            if moved_on:  # past this failure, at the next one
+                step = values, found
+                break
+        if step is None:
+            return None
+        taken, (issue, other) = step
+    return None
+
+
+#: How many unknowns one failure after another may set, in how many runs.
+_MOST_TAKEN, _MOST_TRIES = 4, 16
+
+
+def _note(
+    issue: ShapeIssue, odd: Mapping[str, int], taken: Mapping[str, tuple[int, int]]
+) -> ShapeIssue:
+    said = []
+    for name, (at_odd, at_even) in taken.items():
+        read = _expression(at_odd, at_even, odd)
+        said.append(f"{name} == {read}" if read else f"{name} at {at_odd}, {at_even}")
+    return dataclasses.replace(
+        issue,
+        severity="note",
+        message="runs with sizes no annotation names taken as the code needs "
+        f"them: {', '.join(said)} (at {shown(odd)} and at twice those; "
+        f"{by_names(issue.message, odd)})",
+    )
+
+
+def multiple_of(
+    trace_at: Callable[[dict[str, int]], Any],
+    free: Sequence[str],
+    failure: tuple[dict[str, int], ShapeIssue],
+    rounded: Collection[str],
+) -> ShapeIssue | None:
+    """The note of a failure at both witnesses that the function runs past
+    at multiples of `MULTIPLE` (two stride-2 layers, whose output an odd or
+    twice-odd `h` shrinks): a divisibility of the sizes it names. Else
+    None, and where an annotation rounds one of them (`(h+3)//4` says what
+    any `h` gives), the error stands."""
+    sizes, issue = failure
+    multiples = {name: MULTIPLE * size for name, size in sizes.items()}
+    if isinstance(trace_at(multiples), ShapeIssue):
+        return None
+    message = by_names(issue.message, sizes)
+    named = list(free)
+    if len(named) > _MOST_NARROWED:  # past that, those the failure names
+        named = [n for n in free if re.search(rf"\b{n}\b", message)] or named
+    # Those that need it: with one of them odd again, it fails.
+    named = [
+        n
+        for n in named[:_MOST_NARROWED]
+        if isinstance(trace_at({**multiples, n: sizes[n]}), ShapeIssue)
+    ] or named
+    if set(named) & set(rounded):
+        return None
+    return dataclasses.replace(
+        issue,
+        severity="note",
+        message="holds only when sizes divide each other "
+        f"({', '.join(named)}): it runs at "
+        f"{shown({n: multiples[n] for n in named})} (multiples of "
+        f"{MULTIPLE}) and fails at {shown({n: sizes[n] for n in named})} and "
+        f"at twice those ({message}); if the annotations "
+        "assume it, state it with constraints=(...) (JAX's syntax: "
+        f"'{named[0]} == 4*k')",
+    )
