@@ -256,3 +256,37 @@ def test_an_ordering_of_two_sizes_not_next_to_each_other_is_a_note() -> None:
     assert report.ok, str(report)
     (note,) = report.notes
     assert "'q >= b'" in note.message, str(report)
+
+
+@treespec.dataclass
+class Attention:
+    w: Float[Array, "d d"]
+    heads: Static[int]
+
+
+@treespec.jit
+def attend(cfg: Attention, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+    t, d = x.shape
+    return (x @ cfg.w).reshape(t, cfg.heads, d // cfg.heads).reshape(t, d)
+
+
+def test_a_static_count_in_a_dataclass_field_takes_the_same_rule() -> None:
+    # The mission's config dataclass: a field `heads: Static[int]` with no
+    # default is a count, 1, said; the function is checked, not skipped.
+    report = treespec.check_shapes(attend)
+    assert report.ok and not report.skipped, str(report)
+    assert any("cfg.heads=1" in n.message for n in report.notes), str(report)
+
+
+@treespec.jit
+def head_of(x: Float[Array, "a b"], z: Float[Array, "c b"]) -> Float[Array, "c b"]:
+    return x[: z.shape[0]] + z
+
+
+def test_an_ordering_between_the_outer_of_three_named_sizes_is_a_note() -> None:
+    # At a=11, b=13, c=17 JAX's message names all three; swapping a and b,
+    # or b and c, leaves a < c: only a and c swapped run, a >= c.
+    report = treespec.check_shapes(head_of)
+    assert report.ok, str(report)
+    (note,) = report.notes
+    assert "'a >= c'" in note.message, str(report)

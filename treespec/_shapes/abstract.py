@@ -184,8 +184,8 @@ class Builder:
             )
         values = finite_values(node)
         name = re.search(r"([A-Za-z_]\w*)'?\]?$", path)
-        own = marker is Marker.STATIC and not self._classes  # no field's
-        if values is None and annotation in (int, float) and name and own:
+        static = marker is Marker.STATIC  # a count or a rate, not an array's
+        if values is None and annotation in (int, float) and name and static:
             return _unvalued_static(self, annotation, name[1], path)
         if values is None:
             raise MissingValue(path, node.text or "unannotated")
@@ -345,10 +345,10 @@ class Builder:
 
 
 def _unvalued_static(builder: Builder, kind: type, name: str, path: str) -> Any:
-    """A static size or rate no one gave, of the function or a dict it takes,
-    as a constructor's (`construct.unvalued`, one rule; a class's field is
-    its constructor's parameter, `Builder._constructed`); a size of its own
-    is a symbol at symbolic sizes, as an array's are."""
+    """A static size or rate no one gave, of the function, a dict it takes or
+    a class's field, as a constructor's parameter (`construct.unvalued`, one
+    rule); a size of its own is a symbol at symbolic sizes, as an array's
+    are."""
 
     def size_of(name: str, new: bool) -> Any:
         if builder.sizes is not None:
