@@ -275,7 +275,29 @@ def test_a_static_count_in_a_dataclass_field_takes_the_same_rule() -> None:
     # default is a count, 1, said; the function is checked, not skipped.
     report = treespec.check_shapes(attend)
     assert report.ok and not report.skipped, str(report)
-    assert any("cfg.heads=1" in n.message for n in report.notes), str(report)
+    (note,) = [n for n in report.notes if "cfg.heads=1" in n.message]
+    # Taken for the function's own leaf, not by a constructor: "checked".
+    assert "checked with cfg.heads=1" in note.message, note.message
+    assert "constructor" not in note.message, note.message
+
+
+class Heads(TypedDict):
+    heads: Static[int]
+
+
+@treespec.jit
+def attend_dict(cfg: Heads, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+    t, d = x.shape
+    return x.reshape(t, cfg["heads"], d // cfg["heads"]).reshape(t, d)
+
+
+def test_a_static_count_in_a_config_dict_is_said_checked_with_its_key_path() -> None:
+    report = treespec.check_shapes(attend_dict)
+    assert report.ok and not report.skipped, str(report)
+    (note,) = [n for n in report.notes if "heads" in n.message]
+    assert "checked with cfg['heads']=1" in note.message, note.message
+    assert "constructor" not in note.message, note.message
+    assert "check_shapes(attend_dict, cfg=...)" in note.message, note.message
 
 
 @treespec.jit

@@ -69,6 +69,7 @@ from .containers import (
     union_value,
 )
 from .leaves import dtype_of, finite_values, modes_of
+from .readings import OwnPath
 from .scopes import InstanceScopes
 
 __all__ = [
@@ -355,4 +356,4 @@ def _unvalued_static(builder: Builder, kind: type, name: str, path: str) -> Any:
             return builder.sizes.get(name)
         return 2 if builder._named(name, new) else None
 
-    return unvalued(name, kind, size_of, builder.assumed, path)
+    return unvalued(name, kind, size_of, builder.assumed, OwnPath(path))

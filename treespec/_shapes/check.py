@@ -24,7 +24,7 @@ from .._transforms.base import Transformed
 from . import witness
 from .abstract import Builder, CannotBuild, MissingValue
 from .arguments import Target, arguments_of
-from .construct import NeedsConcrete, assumptions_text
+from .construct import NeedsConcrete
 from .counts import FEWER_MATCHES, counted_names, other_counts, sizes_unread
 from .declared import constraints_of, declared_of, values_declared
 from .leaves import declared_names, own_names, rounded_names
@@ -38,6 +38,7 @@ from .outcomes import (
     unstated_relation,
     unusable_note,
 )
+from .readings import as_note, assumptions_text
 from .relations import (
     MAX_MATCHES,
     relations_needed,
@@ -301,10 +302,9 @@ class _Checker:
         elif found.severity == "error" and witness.undecided_division(self._raised):
             # No witness runs where constraints are given: a division (or a
             # reshape) JAX cannot decide at the sizes they allow is a note.
-            found = dataclasses.replace(
+            found = as_note(
                 found,
-                severity="note",
-                message="not checked past this line: a division of sizes the "
+                "not checked past this line: a division of sizes the "
                 f"constraints do not decide ({found.message}); state it too",
             )
         return found

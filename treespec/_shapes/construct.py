@@ -26,11 +26,11 @@ from typing import Any
 
 import jax
 
+from .._runtime.checking.symbolic import is_dim_expr
 from .._runtime.reading.classes import is_namedtuple
 from .witness import symbolic_limit
 
 __all__ = [
-    "assumptions_text",
     "by_init",
     "construct",
     "field_defaults",
@@ -242,7 +242,7 @@ def has_own_init(cls: type) -> bool:
 
 def _sizes(values: list[Any]) -> list[Any]:
     """The arguments that are sizes: ints, or symbolic sizes (JAX's)."""
-    return [v for v in values if type(v).__name__ == "_DimExpr" or type(v) is int]
+    return [v for v in values if is_dim_expr(v) or type(v) is int]
 
 
 def _argument(
@@ -332,37 +332,6 @@ def _eval_shape(cls: type) -> Callable[[Callable[[], Any]], Any]:
 
         return eqx.filter_eval_shape
     return jax.eval_shape
-
-
-def assumptions_text(assumed: Mapping[str, Any], function: str) -> str:
-    """The note for the values taken by assumption: a constructor's
-    arguments (`model.num_heads`), the function's own static leaves (`k`)."""
-    why = {
-        "counts": f"no dimension of {function} is named so",
-        "rates": "a float, never a size",
-        "switches": "a switch, its False side",
-        "modes": "a mode, its first value",
-    }
-    own = {w: v for w, v in assumed.items() if re.fullmatch(r"\w+", w)}
-    built = {w: v for w, v in assumed.items() if w not in own}
-    said = [
-        f"{how} with {_by_kind(values, why)}"
-        for how, values in (("built from its constructor", built), ("checked", own))
-        if values
-    ]
-    params = dict.fromkeys(re.split(r"[.\[]", where)[0] for where in assumed)
-    give = ", ".join(f"{param}=..." for param in params)
-    return f"{'; '.join(said)}; give another value: check_shapes({function}, {give})"
-
-
-def _by_kind(assumed: Mapping[str, Any], why: Mapping[str, str]) -> str:
-    """`heads=1 (no dimension ...), rate=1.0 (a float, never a size)`."""
-    kinds = {int: "counts", tuple: "counts", float: "rates", bool: "switches"}
-    by_kind: dict[str, list[str]] = {}
-    for where, value in assumed.items():
-        kind = kinds.get(type(value), "modes" if type(value) is str else "counts")
-        by_kind.setdefault(kind, []).append(f"{where}={value!r}")
-    return ", ".join(f"{', '.join(by_kind[k])} ({why[k]})" for k in why if k in by_kind)
 
 
 def field_defaults(cls: type) -> dict[str, Any]:

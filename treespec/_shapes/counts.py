@@ -17,7 +17,6 @@ failure a note that says the sizes and the count it ran with.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -25,7 +24,7 @@ from typing import Any
 
 from .._runtime.checking.dims import DIM_NAME
 from .outcomes import unequal_sizes
-from .readings import shown
+from .readings import as_note, shown
 from .report import ShapeIssue
 from .witness import chains
 
@@ -120,10 +119,9 @@ def other_counts(
             continue
         changed = {k: v for k, v in values.items() if counts.get(k) != v}
         taken = f" and a constructor's count {shown(changed)}" if changed else ""
-        return dataclasses.replace(
+        return as_note(
             failed,
-            severity="note",
-            message=f"holds only when sizes divide each other: it runs at "
+            f"holds only when sizes divide each other: it runs at "
             f"{shown({k: v for k, v in chain.items() if k not in solved})}"
             f"{taken}, and fails where they do not "
             f"({failed.message}); if the annotations assume it, state the "

@@ -14,16 +14,15 @@ a function that runs is a note saying what the unknown was taken as.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from .outcomes import unequal_sizes
-from .readings import by_names, shown
+from .readings import as_note, by_names, shown
 from .report import ShapeIssue
 
-__all__ = ["MULTIPLE", "moving_number", "multiple_of"]
+__all__ = ["MULTIPLE", "moving_number", "multiple_of", "multiples"]
 
 #: Sizes this multiple of the odd ones (still distinct) pass an author's
 #: check of a divisibility (`assert h % 4 == 0`) that stops every witness,
@@ -136,13 +135,18 @@ def _note(
     for name, (at_odd, at_even) in taken.items():
         read = _expression(at_odd, at_even, odd)
         said.append(f"{name} == {read}" if read else f"{name} at {at_odd}, {at_even}")
-    return dataclasses.replace(
+    return as_note(
         issue,
-        severity="note",
-        message="runs with sizes no annotation names taken as the code needs "
+        "runs with sizes no annotation names taken as the code needs "
         f"them: {', '.join(said)} (at {shown(odd)} and at twice those; "
         f"{by_names(issue.message, odd)})",
     )
+
+
+def multiples(sizes: Mapping[str, int]) -> dict[str, int]:
+    """Each size times `MULTIPLE`: sizes that every stride and split of a
+    model divides, where the code's own check of a divisibility passes."""
+    return {name: MULTIPLE * size for name, size in sizes.items()}
 
 
 def multiple_of(
@@ -157,8 +161,8 @@ def multiple_of(
     None, and where an annotation rounds one of them (`(h+3)//4` says what
     any `h` gives), the error stands."""
     sizes, issue = failure
-    multiples = {name: MULTIPLE * size for name, size in sizes.items()}
-    if isinstance(trace_at(multiples), ShapeIssue):
+    at_multiples = multiples(sizes)
+    if isinstance(trace_at(at_multiples), ShapeIssue):
         return None
     message = by_names(issue.message, sizes)
     named = list(free)
@@ -168,16 +172,15 @@ def multiple_of(
     named = [
         n
         for n in named[:_MOST_NARROWED]
-        if isinstance(trace_at({**multiples, n: sizes[n]}), ShapeIssue)
+        if isinstance(trace_at({**at_multiples, n: sizes[n]}), ShapeIssue)
     ] or named
     if set(named) & set(rounded):
         return None
-    return dataclasses.replace(
+    return as_note(
         issue,
-        severity="note",
-        message="holds only when sizes divide each other "
+        "holds only when sizes divide each other "
         f"({', '.join(named)}): it runs at "
-        f"{shown({n: multiples[n] for n in named})} (multiples of "
+        f"{shown({n: at_multiples[n] for n in named})} (multiples of "
         f"{MULTIPLE}) and fails at {shown({n: sizes[n] for n in named})} and "
         f"at twice those ({message}); if the annotations "
         "assume it, state it with constraints=(...) (JAX's syntax: "

@@ -6,7 +6,6 @@ raised), and its message, on one line."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Collection, Mapping
 from typing import Any, Literal
@@ -15,6 +14,7 @@ import jax
 
 from .._model.errors import RETURN, ValidationError
 from .._runtime.checking.dims import DIM_NAME
+from .readings import as_note
 from .report import ShapeIssue
 from .reshapes import Unequal
 from .user_code import raised_by_a_library
@@ -285,10 +285,9 @@ def unequal_sizes(text: str, listed: bool = False) -> list[tuple[str, str]]:
 def relation_note(issue: ShapeIssue, relations: list[str]) -> ShapeIssue:
     """`issue` (an error at sizes no caller would pass) as the note of the
     relations it needs (`unstated_relation`)."""
-    return dataclasses.replace(
+    return as_note(
         issue,
-        severity="note",
-        message="needs a relation between sizes the annotations do not state: "
+        "needs a relation between sizes the annotations do not state: "
         f"{', '.join(relations)} ({issue.message}); if it holds, state it with "
         f"constraints={tuple(relations)!r} (JAX's syntax), and the check goes on "
         "past this line",
@@ -327,10 +326,9 @@ def ordering_needed(text: str, named: Collection[str]) -> list[str]:
 
 def ordering_note(issue: ShapeIssue, orderings: list[str]) -> ShapeIssue:
     """`issue` as the note of the orderings it needs (`ordering_needed`)."""
-    return dataclasses.replace(
+    return as_note(
         issue,
-        severity="note",
-        message=f"holds only where {' and '.join(orderings)} ({issue.message}); "
+        f"holds only where {' and '.join(orderings)} ({issue.message}); "
         f"if the annotations assume it, state it with "
         f"constraints={tuple(orderings)!r} (JAX's syntax)",
     )
@@ -341,10 +339,9 @@ def unusable_note(issue: ShapeIssue, relations: dict[str, str]) -> ShapeIssue:
     annotation names, which the checker could not use: a size it cannot
     evaluate) as the note that the check stopped there, never an error."""
     needs = ", ".join(f"{name} == {size}" for name, size in relations.items())
-    return dataclasses.replace(
+    return as_note(
         issue,
-        severity="note",
-        message=f"not checked past this line: the code needs {needs}, a size the "
+        f"not checked past this line: the code needs {needs}, a size the "
         f"checker cannot evaluate ({issue.message})",
     )
 

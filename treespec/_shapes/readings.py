@@ -1,15 +1,18 @@
 """A failure's message at concrete witness sizes, read back in the user's
-dimension names (`143` at `b=11, n=13` is `b*n`), and an assignment of
-sizes shown for a message."""
+dimension names (`143` at `b=11, n=13` is `b*n`), an assignment of sizes
+shown for a message, and the note of the values a check assumed."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["by_names", "shown"]
+_Issue = TypeVar("_Issue")
+
+__all__ = ["as_note", "assumptions_text", "by_names", "OwnPath", "shown"]
 
 
 #: An array's dtype just before its shape's `[`: `float32[`, `bool[`.
@@ -65,3 +68,49 @@ _BOUND_AT = re.compile(r"(with \w+=)(\d+)(?= bound by)")
 def shown(sizes: Mapping[str, Any]) -> str:
     """`t=11, s=13`: an assignment, for a message."""
     return ", ".join(f"{name}={size}" for name, size in sizes.items())
+
+
+def as_note(issue: _Issue, message: str) -> _Issue:
+    """`issue` (a finding), at its place, as a note saying `message`."""
+    return dataclasses.replace(issue, severity="note", message=message)  # type: ignore[type-var]
+
+
+class OwnPath(str):
+    """The key path of a static leaf of the checked function itself (`k`,
+    `cfg['heads']`, `cfg.heads`) taken by assumption: said "checked with",
+    where a constructor's argument (`model.num_heads`) is "built from its
+    constructor with". A `str`, so it is the key of the values assumed."""
+
+    __slots__ = ()
+
+
+def assumptions_text(assumed: Mapping[str, Any], function: str) -> str:
+    """The note for the values taken by assumption: a constructor's
+    arguments (`model.num_heads`), the function's own static leaves (`k`,
+    `cfg['heads']`: their paths are `OwnPath`s)."""
+    why = {
+        "counts": f"no dimension of {function} is named so",
+        "rates": "a float, never a size",
+        "switches": "a switch, its False side",
+        "modes": "a mode, its first value",
+    }
+    own: dict[str, Any] = {w: v for w, v in assumed.items() if isinstance(w, OwnPath)}
+    built = {w: v for w, v in assumed.items() if w not in own}
+    said = [
+        f"{how} with {_by_kind(values, why)}"
+        for how, values in (("built from its constructor", built), ("checked", own))
+        if values
+    ]
+    params = dict.fromkeys(re.split(r"[.\[]", where)[0] for where in assumed)
+    give = ", ".join(f"{param}=..." for param in params)
+    return f"{'; '.join(said)}; give another value: check_shapes({function}, {give})"
+
+
+def _by_kind(assumed: Mapping[str, Any], why: Mapping[str, str]) -> str:
+    """`heads=1 (no dimension ...), rate=1.0 (a float, never a size)`."""
+    kinds = {int: "counts", tuple: "counts", float: "rates", bool: "switches"}
+    by_kind: dict[str, list[str]] = {}
+    for where, value in assumed.items():
+        kind = kinds.get(type(value), "modes" if type(value) is str else "counts")
+        by_kind.setdefault(kind, []).append(f"{where}={value!r}")
+    return ", ".join(f"{', '.join(by_kind[k])} ({why[k]})" for k in why if k in by_kind)

@@ -23,10 +23,10 @@ import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from .moving import MULTIPLE, moving_number, multiple_of
+from .moving import MULTIPLE, moving_number, multiple_of, multiples
 from .outcomes import ordering_needed, relation_note, suggestion, unstated_relation
 from .parity import even_names, half_of, only_there, rounded_against_floor
-from .readings import by_names, shown
+from .readings import as_note, by_names, shown
 from .report import ShapeIssue
 
 __all__ = [
@@ -153,7 +153,7 @@ def decide(
             return _concrete(sizes, issue, f"in the code's branch for an odd {names}")
         verb = "is" if len(even) == 1 else "are"
         halves = [f"{n} == 2*{half_of(n, even, free)}" for n in even]
-        return _note(
+        return as_note(
             issue,
             f"holds only when {names} {verb} even: at {shown(sizes)}, {message}; "
             f"if the annotations assume it, state it with "
@@ -168,7 +168,7 @@ def _some_sizes(
 ) -> ShapeIssue:
     """The note of a failure (at `failed`) the function runs past at `held`,
     with the relation `said` to state."""
-    return _note(
+    return as_note(
         issue,
         f"holds only at some sizes: it runs at {shown(held)} and fails at "
         f"{shown(failed)} ({by_names(issue.message, failed)}); if the "
@@ -268,15 +268,10 @@ def _division(issue: ShapeIssue) -> bool:
     return bool(_DIVISION.search(issue.message))
 
 
-def _note(issue: ShapeIssue, message: str) -> ShapeIssue:
-    """`issue`, at its place, as a note saying `message`."""
-    return dataclasses.replace(issue, severity="note", message=message)
-
-
 def _multiples(trace_at: Callable[[dict[str, int]], Any], odd: dict[str, int]) -> Any:
     """The run at multiples of `MULTIPLE`: its output, an error found past
     the author's check, or None where it stops there too."""
-    sizes = {name: MULTIPLE * size for name, size in odd.items()}
+    sizes = multiples(odd)
     found = trace_at(sizes)
     if not isinstance(found, ShapeIssue):
         return found
@@ -335,7 +330,7 @@ def _divided(
     for chain in tried:
         found = trace_at(chain)
         if not isinstance(found, ShapeIssue):
-            return _note(
+            return as_note(
                 issue,
                 f"holds only when sizes divide each other: it runs at "
                 f"{shown(chain)} and fails at {shown(sizes)} ({message}); if "
@@ -350,7 +345,7 @@ def _divided(
         failures.append((chain, found))
     if failures:  # past the divisions the chain passed, the line that fails
         return _concrete(*failures[0])
-    return _note(
+    return as_note(
         issue,
         f"needs a relation between sizes the annotations do not state: at "
         f"{shown(sizes)}, {message}; if it holds, state it with "

@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["is_symbolic", "match_symbolic", "symbolic_conflicts"]
+__all__ = ["is_dim_expr", "is_symbolic", "match_symbolic", "symbolic_conflicts"]
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _INT = re.compile(r"^[0-9]+$")
@@ -27,6 +27,14 @@ _INT = re.compile(r"^[0-9]+$")
 def is_symbolic(size: Any) -> bool:
     """Whether one size is symbolic (not a plain integer)."""
     return not isinstance(size, int)
+
+
+def is_dim_expr(value: Any) -> bool:
+    """Whether `value` is one of JAX's symbolic sizes (`jax.export`'s
+    dimension expressions), told by its type's name so that this module
+    stays JAX-free: it stands for an `int` (`x.shape[0]` passed on as a
+    size)."""
+    return type(value).__name__ == "_DimExpr"
 
 
 def _tokens(dim_str: str) -> list[str]:

@@ -29,7 +29,7 @@ from ..planning.plan import Kind, LeafInfo
 from ..planning.values import is_array
 from ..reading.typing_forms import is_jaxtyping_array
 from .dims import Binding, Bindings, blame, bound_dims
-from .symbolic import match_symbolic, symbolic_conflicts
+from .symbolic import is_dim_expr, match_symbolic, symbolic_conflicts
 
 __all__ = [
     "Pair",
@@ -188,7 +188,7 @@ def _leaf_ok(
         return True, ""
     if kind is Kind.STATIC:
         annotation = node.annotation
-        if annotation is int and type(value).__name__ == "_DimExpr":
+        if annotation is int and is_dim_expr(value):
             # A symbolic size stands for an int (`x.shape[0]` under
             # `jax.export`, a static size of a shape check).
             return True, _text(node, kind)
