@@ -312,3 +312,42 @@ def test_an_ordering_between_the_outer_of_three_named_sizes_is_a_note() -> None:
     assert report.ok, str(report)
     (note,) = report.notes
     assert "'a >= c'" in note.message, str(report)
+
+
+@treespec.dataclass
+class Latents:
+    stoch: Static[int]
+    classes: Static[int]
+
+
+@treespec.jit
+def rollout(
+    cfg: Latents, xs: Float[Array, "t b e"], z0: Float[Array, "b s c"]
+) -> Float[Array, "t b s c"]:
+    def step(z: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        z = jnp.full((x.shape[0], cfg.stoch, cfg.classes), x.mean() + z.mean())
+        return z, z
+
+    return jax.lax.scan(step, z0, xs)[1]
+
+
+@treespec.jit
+def rollout_bug(
+    cfg: Latents, xs: Float[Array, "t b e"], z0: Float[Array, "b s c"]
+) -> Float[Array, "t b s c"]:
+    def step(z: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        z = jnp.full((x.shape[0], cfg.stoch, cfg.classes), x.mean() + z.mean())
+        return z.sum(axis=1), z  # the carry loses an axis
+
+    return jax.lax.scan(step, z0, xs)[1]
+
+
+def test_a_config_size_met_by_a_scans_carry_is_taken_as_the_carry_needs() -> None:
+    # The carry comes in as (b, s, c) and goes out as (b, stoch, classes):
+    # JAX's loop message pairs them, and the config's sizes are taken so.
+    report = treespec.check_shapes(rollout)
+    assert report.ok, str(report)
+    assert any("stoch == s" in n.message for n in report.notes), str(report)
+    assert not any("divide" in n.message for n in report.notes), str(report)
+    (error,) = treespec.check_shapes(rollout_bug).errors
+    assert "carry" in error.message, error.message

@@ -974,3 +974,56 @@ def test_a_number_the_body_hard_codes_is_never_an_unknowns_size() -> None:
 
     report = treespec.check_shapes(Head.loss)
     assert report.errors, str(report)
+
+
+class Projection(eqx.Module):
+    lin: eqx.nn.Linear
+
+    def __init__(self, in_size: int, out_size: int, *, key: jax.Array) -> None:
+        self.lin = eqx.nn.Linear(in_size, out_size, key=key)
+
+
+@treespec.jit
+def project_bug(
+    m: Projection, x: Float[Array, "b d"], y: Float[Array, "b e"]
+) -> Float[Array, "b e"]:
+    return jax.vmap(m.lin)(x) + y.T  # y not transposed back: (b, e) + (e, b)
+
+
+def test_the_sizes_an_error_was_found_at_are_those_the_run_used() -> None:
+    # in_size and out_size were taken as the code needs them (in_size == d,
+    # out_size == b): the run had no in_size=11 of its own, so the sizes
+    # shown are the annotations' only, the relations said in their note.
+    report = treespec.check_shapes(project_bug)
+    (error,) = report.errors
+    assert "found at concrete sizes b=" in error.message, error.message
+    assert "in_size=" not in error.message and "out_size=" not in error.message
+    assert any("in_size == d" in note.message for note in report.notes), str(report)
+
+
+class Downsampler(eqx.Module):
+    convs: tuple[eqx.nn.Conv1d, ...]
+    head: eqx.nn.Linear
+
+    def __init__(
+        self, channels: int, length: int, num_stages: int, *, key: jax.Array
+    ) -> None:
+        keys = jax.random.split(key, num_stages + 1)
+        self.convs = tuple(
+            eqx.nn.Conv1d(channels, channels, 2, stride=2, key=k) for k in keys[:-1]
+        )
+        self.head = eqx.nn.Linear(channels * (length // 2**num_stages), 1, key=keys[-1])
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "c n"]) -> Float[Array, "1"]:
+        for conv in self.convs:
+            x = conv(x)
+        return self.head(x.reshape(-1))
+
+
+def test_a_number_of_stages_is_a_count_of_repeats_never_a_size() -> None:
+    # `num_stages` repeats a layer: 1, said, and never the size 11 of a
+    # witness (eleven stride-2 stages of a length of 13 leave nothing).
+    report = treespec.check_shapes(Downsampler.__call__)
+    assert not report.errors and not report.skipped, str(report)
+    assert any("self.num_stages=1" in n.message for n in report.notes), str(report)

@@ -38,7 +38,7 @@ from .outcomes import (
     unstated_relation,
     unusable_note,
 )
-from .readings import as_note, assumptions_text
+from .readings import as_note, assumptions_text, unsaid
 from .relations import (
     MAX_MATCHES,
     relations_needed,
@@ -329,7 +329,7 @@ class _Checker:
         """The run at concrete witnesses (`witness.decide`), within `symbols`."""
         names, at = self._concrete(run, free, fixed, symbols)
         of = (self.t.inner, self.rounded, self.declared)
-        return witness.decide(at, names, symbolic, *of)
+        return unsaid(witness.decide(at, names, symbolic, *of), self.relations)
 
     def _concrete(
         self,

@@ -119,7 +119,7 @@ _KEY_NAMES = ("key", "rng", "prng_key", "prngkey")
 #: other `int` is a size, an unknown to solve, never guessed (`num_classes`
 #: and `num_actions` are output widths, not counts of parts).
 _COUNT = re.compile(
-    r"_?(heads|layers|blocks|groups|depth|count|steps|stride|"
+    r"_?(heads|layers|blocks|stages|groups|depth|count|steps|stride|"
     r"kernel_size|padding|dilation|axis)$|^(depth|stride|groups|axis)",
     re.I,
 )

@@ -47,7 +47,7 @@ FEWER_MATCHES = 16
 
 #: A count of repetitions (`num_layers`, `depth`): it stacks parts of one
 #: shape, so no other value of it makes a shape fit; never varied.
-_REPEATS = re.compile(r"(layers|blocks|depth|steps|repeats|iterations)$", re.I)
+_REPEATS = re.compile(r"(layers|blocks|stages|depth|steps|repeats|iterations)$", re.I)
 
 
 def counted_names(assumed: Mapping[str, Any]) -> dict[str, int]:

@@ -192,6 +192,15 @@ _LISTED = re.compile(r"shapes for broadcasting: shapes=\[\(")
 _RECEIVED = re.compile(r"\bshape=\(([^()]*)\)\W{1,8}and\W{1,8}x\.shape=\(([^()]*)\)")
 
 
+#: A loop's carry, or a `cond`'s branch, that comes out another shape than
+#: it went in (`has type float32[b,s,c] but the corresponding output carry
+#: component has type float32[b,stoch,classes]`).
+_CARRIED = re.compile(
+    r"has type \w+\[([^\]]*)\] but the corresponding output"
+    r"(?: carry component| of \w+) has type \w+\[([^\]]*)\]"
+)
+
+
 #: The sizes of the axes a `vmap` maps that JAX found inconsistent (`most
 #: axes (2 of them) had size n, e.g. axis 0 ...; * one axis had size m: ...`).
 _MAPPED = re.compile(r"had size (.+?)(?:, e\.g\.|: axis)")
@@ -259,13 +268,13 @@ def unequal_sizes(text: str, listed: bool = False) -> list[tuple[str, str]]:
     (`shapes=[(b, 1, d), (d_model,)]`)."""
     listing = _LISTED.search(text) if listed else None  # then the pair
     unequal = None if listing else _UNEQUAL.search(text)
-    received = None if listing else _RECEIVED.search(text)
+    received = None if listing else _RECEIVED.search(text) or _CARRIED.search(text)
     if unequal:  # JAX's `but c // 4 != g`: one size each side (`c // 1` is c)
         groups = [[re.sub(r"\s*//\s*1$", "", side)] for side in unequal.groups()]
         grouped = re.fullmatch(r"(\w+) // (\w+)", groups[0][0])
         if grouped and groups[1] == ["1"]:  # `c // in_channels != 1`: c is it
             groups = [[grouped[1]], [grouped[2]]]
-    elif received:  # a layer's own check: Equinox's LayerNorm, `shape == x.shape`
+    elif received:  # a layer's own check (`shape == x.shape`), a loop's carry
         groups = [
             [size.strip() for size in side.split(",") if size.strip()]
             for side in received.groups()

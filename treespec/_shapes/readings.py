@@ -7,12 +7,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, TypeVar
 
 _Issue = TypeVar("_Issue")
 
-__all__ = ["as_note", "assumptions_text", "by_names", "OwnPath", "shown"]
+__all__ = ["as_note", "assumptions_text", "by_names", "OwnPath", "shown", "unsaid"]
 
 
 #: An array's dtype just before its shape's `[`: `float32[`, `bool[`.
@@ -68,6 +68,20 @@ _BOUND_AT = re.compile(r"(with \w+=)(\d+)(?= bound by)")
 def shown(sizes: Mapping[str, Any]) -> str:
     """`t=11, s=13`: an assignment, for a message."""
     return ", ".join(f"{name}={size}" for name, size in sizes.items())
+
+
+def unsaid(found: Any, solved: Collection[str]) -> Any:
+    """`found` (a finding, or a run's output) with the `solved` sizes left
+    out of the assignments its message shows (`found at concrete sizes
+    in_size=11, b=17`): the run set them as their relations say, so the
+    witness sizes they were drawn at are not those it used."""
+    message = getattr(found, "message", None)
+    if not solved or not isinstance(message, str):
+        return found
+    for name in solved:
+        at = rf"(?<![\w.'\[]){re.escape(name)}=-?\d+"
+        message = re.sub(rf"{at}, |, {at}(?=[:;)]|$)", "", message)
+    return dataclasses.replace(found, message=message)
 
 
 def as_note(issue: _Issue, message: str) -> _Issue:
