@@ -1027,3 +1027,37 @@ def test_a_number_of_stages_is_a_count_of_repeats_never_a_size() -> None:
     report = treespec.check_shapes(Downsampler.__call__)
     assert not report.errors and not report.skipped, str(report)
     assert any("self.num_stages=1" in n.message for n in report.notes), str(report)
+
+
+class Routing(eqx.Module):
+    W: jax.Array
+
+    def __init__(self, in_caps: int, in_dim: int, out_caps: int, out_dim: int) -> None:
+        self.W = jnp.zeros((in_caps, out_caps, out_dim, in_dim))
+
+    @treespec.jit
+    def __call__(self, u: Float[Array, "b ni di"]) -> Float[Array, "b ni no do"]:
+        return jnp.einsum("iojd,bid->bioj", self.W, u)
+
+
+class RoutingBug(eqx.Module):
+    W: jax.Array
+
+    def __init__(self, in_caps: int, in_dim: int, out_caps: int, out_dim: int) -> None:
+        self.W = jnp.zeros((in_caps, out_caps, out_dim, in_dim))
+
+    @treespec.jit
+    def __call__(self, u: Float[Array, "b ni di"]) -> Float[Array, "b ni no do"]:
+        return jnp.einsum("iojd,bjd->bioj", self.W, u)  # reads u's capsules as j
+
+
+def test_a_constructors_sizes_met_by_einsum_labels_are_taken_label_by_label() -> None:
+    # JAX's einsum names the shapes and their labels: `i` pairs in_caps with
+    # ni, `d` in_dim with di; the sizes are taken so, said in a note.
+    report = treespec.check_shapes(Routing.__call__)
+    assert report.ok, str(report)
+    (note,) = [n for n in report.notes if "taken as the code needs" in n.message]
+    assert "in_caps == ni" in note.message and "in_dim == di" in note.message
+    # The twin's sizes taken for j leave a result that breaks its annotation.
+    (error,) = treespec.check_shapes(RoutingBug.__call__).errors
+    assert "the return value" in error.message, error.message

@@ -14,7 +14,7 @@ import jax
 
 from .._model.errors import RETURN, ValidationError
 from .._runtime.checking.dims import DIM_NAME
-from .readings import as_note
+from .readings import as_note, by_labels
 from .report import ShapeIssue
 from .reshapes import Unequal
 from .user_code import raised_by_a_library
@@ -266,6 +266,8 @@ def unequal_sizes(text: str, listed: bool = False) -> list[tuple[str, str]]:
     (a, c)`: `("b", "c")`), aligned from the last dimension, equal pairs
     left out; with `listed`, the first two of those it lists too
     (`shapes=[(b, 1, d), (d_model,)]`)."""
+    if (labelled := by_labels(text)) is not None:  # an einsum's, label by label
+        return labelled
     listing = _LISTED.search(text) if listed else None  # then the pair
     unequal = None if listing else _UNEQUAL.search(text)
     received = None if listing else _RECEIVED.search(text) or _CARRIED.search(text)

@@ -12,7 +12,15 @@ from typing import Any, TypeVar
 
 _Issue = TypeVar("_Issue")
 
-__all__ = ["as_note", "assumptions_text", "by_names", "OwnPath", "shown", "unsaid"]
+__all__ = [
+    "as_note",
+    "assumptions_text",
+    "by_labels",
+    "by_names",
+    "OwnPath",
+    "shown",
+    "unsaid",
+]
 
 
 #: An array's dtype just before its shape's `[`: `float32[`, `bool[`.
@@ -63,6 +71,38 @@ def by_names(text: str, sizes: Mapping[str, int]) -> str:
 _SMALLEST_PART = 10
 #: A `ValidationError`'s binding at a concrete size: `with d=19 bound by`.
 _BOUND_AT = re.compile(r"(with \w+=)(\d+)(?= bound by)")
+
+
+#: JAX's einsum, its operands' shapes with their labels (`lhs.shape=(b, ni,
+#: di) lhs_names=bid rhs.shape=(in_caps, out_caps, out_dim, in_dim)
+#: rhs_names=iojd`), and NumPy's path of one label (`Size of label 'm' for
+#: operand 1 (7) does not match previous terms (m)`).
+_LABELLED = re.compile(
+    r"lhs\.shape=\(([^()]*)\) lhs_names=(\w+) rhs\.shape=\(([^()]*)\) rhs_names=(\w+)"
+)
+_LABEL = re.compile(
+    r"Size of label '\w' for operand \d+ \(([^()]+)\) does not match "
+    r"previous terms \(([^()]+)\)"
+)
+
+
+def by_labels(text: str) -> list[tuple[str, str]] | None:
+    """The sizes an einsum pairs by its labels that differ (`("ni",
+    "in_caps")`), or None where the text is no einsum's."""
+    if label := _LABEL.search(text):
+        return [(label[2].strip(), label[1].strip())]
+    if not (found := _LABELLED.search(text)):
+        return None
+    lhs, lhs_names, rhs, rhs_names = found.groups()
+    left, right = ([s.strip() for s in side.split(",")] for side in (lhs, rhs))
+    if len(left) != len(lhs_names) or len(right) != len(rhs_names):
+        return []
+    pairs = [
+        (left[i], right[rhs_names.index(label)])
+        for i, label in enumerate(lhs_names)
+        if label in rhs_names
+    ]
+    return [(a, b) for a, b in pairs if a != b]
 
 
 def shown(sizes: Mapping[str, Any]) -> str:
