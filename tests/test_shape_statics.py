@@ -351,3 +351,18 @@ def test_a_config_size_met_by_a_scans_carry_is_taken_as_the_carry_needs() -> Non
     assert not any("divide" in n.message for n in report.notes), str(report)
     (error,) = treespec.check_shapes(rollout_bug).errors
     assert "carry" in error.message, error.message
+
+
+@treespec.jit
+def carry_half(z0: Float[Array, "b n"], xs: Float[Array, "t e"]) -> Float[Array, "b n"]:
+    def step(z: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return z[:, : z.shape[1] // 2] * 2, x  # the carry loses half its width
+
+    return jax.lax.scan(step, z0, xs)[0]
+
+
+def test_a_carry_that_comes_out_at_an_expression_of_its_size_is_an_error() -> None:
+    # JAX prints the carry's size `floordiv(n, 2)`, with a comma inside: no
+    # pair is read from it, and no relation (`n == 2)`) makes it a note.
+    (error,) = treespec.check_shapes(carry_half).errors
+    assert "carry" in error.message, error.message

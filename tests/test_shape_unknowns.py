@@ -1061,3 +1061,22 @@ def test_a_constructors_sizes_met_by_einsum_labels_are_taken_label_by_label() ->
     # The twin's sizes taken for j leave a result that breaks its annotation.
     (error,) = treespec.check_shapes(RoutingBug.__call__).errors
     assert "the return value" in error.message, error.message
+
+
+class Readout(eqx.Module):
+    W: jax.Array
+
+    def __init__(self, in_size: int, out_size: int) -> None:
+        self.W = jnp.zeros((in_size, out_size))
+
+    @treespec.jit
+    def __call__(self, u: Float[Array, " n"]) -> Float[Array, " o"]:
+        return jnp.einsum("i,ij->j", u, self.W)
+
+
+def test_an_einsum_operand_of_one_axis_is_paired_by_its_label() -> None:
+    # JAX prints a one-axis operand as `(n,)`: its label pairs n with in_size.
+    report = treespec.check_shapes(Readout.__call__)
+    assert report.ok, str(report)
+    (note,) = report.notes
+    assert "in_size == n" in note.message and "divide" not in note.message, note

@@ -191,13 +191,12 @@ _LISTED = re.compile(r"shapes for broadcasting: shapes=\[\(")
 #: "Received `shape=(latent_dim,) and `x.shape=(d_lat,)`".
 _RECEIVED = re.compile(r"\bshape=\(([^()]*)\)\W{1,8}and\W{1,8}x\.shape=\(([^()]*)\)")
 
-
-#: A loop's carry, or a `cond`'s branch, that comes out another shape than
-#: it went in (`has type float32[b,s,c] but the corresponding output carry
-#: component has type float32[b,stoch,classes]`).
+#: A loop's carry, or a `cond`'s branch, that comes out another shape (`has
+#: type float32[b,s,c] but the corresponding output carry component has type
+#: float32[b,stoch,classes]`); never a size with a comma (`floordiv(n, 2)`).
 _CARRIED = re.compile(
-    r"has type \w+\[([^\]]*)\] but the corresponding output"
-    r"(?: carry component| of \w+) has type \w+\[([^\]]*)\]"
+    r"has type \w+\[([^\]()]*)\] but the corresponding output"
+    r"(?: carry component| of \w+) has type \w+\[([^\]()]*)\]"
 )
 
 
@@ -270,7 +269,8 @@ def unequal_sizes(text: str, listed: bool = False) -> list[tuple[str, str]]:
         return labelled
     listing = _LISTED.search(text) if listed else None  # then the pair
     unequal = None if listing else _UNEQUAL.search(text)
-    received = None if listing else _RECEIVED.search(text) or _CARRIED.search(text)
+    carried = None if listing else _CARRIED.search(text)
+    received = None if listing else _RECEIVED.search(text) or carried
     if unequal:  # JAX's `but c // 4 != g`: one size each side (`c // 1` is c)
         groups = [[re.sub(r"\s*//\s*1$", "", side)] for side in unequal.groups()]
         grouped = re.fullmatch(r"(\w+) // (\w+)", groups[0][0])
@@ -287,8 +287,8 @@ def unequal_sizes(text: str, listed: bool = False) -> list[tuple[str, str]]:
         groups = _groups(text[found.end() - 1 :], 2)
     else:
         return []
-    if len(groups) != 2:
-        return []
+    if len(groups) != 2 or (carried and len(groups[0]) != len(groups[1])):
+        return []  # a carry of another rank: no axis is another's
     pairs = zip(reversed(groups[0]), reversed(groups[1]))
     return [(a, b) for a, b in pairs if a != b]
 

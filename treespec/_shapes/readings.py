@@ -1,6 +1,7 @@
 """A failure's message at concrete witness sizes, read back in the user's
-dimension names (`143` at `b=11, n=13` is `b*n`), an assignment of sizes
-shown for a message, and the note of the values a check assumed."""
+dimension names (`143` at `b=11, n=13` is `b*n`); the sizes an einsum's
+message pairs by label; an assignment of sizes shown for a message, less
+the sizes a relation set; and the note of the values a check assumed."""
 
 from __future__ import annotations
 
@@ -75,8 +76,9 @@ _BOUND_AT = re.compile(r"(with \w+=)(\d+)(?= bound by)")
 
 #: JAX's einsum, its operands' shapes with their labels (`lhs.shape=(b, ni,
 #: di) lhs_names=bid rhs.shape=(in_caps, out_caps, out_dim, in_dim)
-#: rhs_names=iojd`), and NumPy's path of one label (`Size of label 'm' for
-#: operand 1 (7) does not match previous terms (m)`).
+#: rhs_names=iojd`), and opt_einsum's path of one label (`Size of label 'm'
+#: for operand 1 (7) does not match previous terms (19)`: operand 1's size,
+#: then the earlier operands').
 _LABELLED = re.compile(
     r"lhs\.shape=\(([^()]*)\) lhs_names=(\w+) rhs\.shape=\(([^()]*)\) rhs_names=(\w+)"
 )
@@ -94,9 +96,12 @@ def by_labels(text: str) -> list[tuple[str, str]] | None:
     if not (found := _LABELLED.search(text)):
         return None
     lhs, lhs_names, rhs, rhs_names = found.groups()
-    left, right = ([s.strip() for s in side.split(",")] for side in (lhs, rhs))
+    left, right = (
+        [size.strip() for size in side.split(",") if size.strip()]  # `(n,)`
+        for side in (lhs, rhs)
+    )
     if len(left) != len(lhs_names) or len(right) != len(rhs_names):
-        return []
+        return None
     pairs = [
         (left[i], right[rhs_names.index(label)])
         for i, label in enumerate(lhs_names)
@@ -120,7 +125,7 @@ def unsaid(found: Any, solved: Collection[str]) -> Any:
         return found
     for name in solved:
         at = rf"(?<![\w.'\[]){re.escape(name)}=-?\d+"
-        message = re.sub(rf"{at}, |, {at}(?=[:;)]|$)", "", message)
+        message = re.sub(rf"{at}, |, {at}(?=[:;) ]|$)", "", message)
     return dataclasses.replace(found, message=message)
 
 
