@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -1080,3 +1080,269 @@ def test_an_einsum_operand_of_one_axis_is_paired_by_its_label() -> None:
     assert report.ok, str(report)
     (note,) = report.notes
     assert "in_size == n" in note.message and "divide" not in note.message, note
+
+
+class Adapter(nnx.Module):
+    def __init__(
+        self, in_features: int, out_features: int, rank: int, *, rngs: nnx.Rngs
+    ):
+        self.base = nnx.Linear(in_features, out_features, rngs=rngs)
+        self.down = nnx.Param(jnp.zeros((in_features, rank)))
+        self.up = nnx.Param(jnp.zeros((rank, out_features)))
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "b din"]) -> Float[Array, "b dout"]:
+        return self.base(x) + x @ self.down[...] @ self.up[...]
+
+
+class AdapterBug(nnx.Module):
+    def __init__(
+        self, in_features: int, out_features: int, rank: int, *, rngs: nnx.Rngs
+    ):
+        self.base = nnx.Linear(in_features, out_features, rngs=rngs)
+        self.down = nnx.Param(jnp.zeros((in_features, rank)))
+        self.up = nnx.Param(jnp.zeros((rank, in_features)))  # the bug: in, not out
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "b din"]) -> Float[Array, "b dout"]:
+        return self.base(x) + x @ self.down[...] @ self.up[...]
+
+
+def test_a_return_size_solved_to_an_arguments_size_is_an_error() -> None:
+    # `dout` is named only by the return: the clean adapter returns its
+    # `out_features`, whatever it is; the bug's sum needs out_features == din,
+    # so it always returns din where the annotation names a size of its own.
+    assert treespec.check_shapes(Adapter.__call__).ok
+    report = treespec.check_shapes(AdapterBug.__call__)
+    errors = [p for p in report.problems if p.severity == "error"]
+    assert len(errors) == 1, str(report)
+    assert "dout" in errors[0].message and "din" in errors[0].message, str(report)
+    assert "out_features == din" in errors[0].message, str(report)
+
+
+class Dueling(eqx.Module):
+    value: eqx.nn.Linear
+    advantage: eqx.nn.Linear
+
+    def __init__(self, features: int, n_actions: int, *, key: Any = None) -> None:
+        k1, k2 = jax.random.split(jax.random.key(0) if key is None else key)
+        self.value = eqx.nn.Linear(features, 1, key=k1)
+        self.advantage = eqx.nn.Linear(features, n_actions, key=k2)
+
+    @treespec.jit
+    def __call__(
+        self, h: Float[Array, "b f"], bug: treespec.Static[bool] = False
+    ) -> tuple[Float[Array, "b a"], Float[Array, " b"]]:
+        v = jax.vmap(self.value)(h)
+        adv = jax.vmap(self.advantage)(h)
+        mean = adv.mean(axis=1) if bug else adv.mean(axis=1, keepdims=True)
+        q = v + adv - mean  # the bug: (b, a) less (b,) needs a == b
+        return q, q.max(axis=1)
+
+
+def test_a_return_size_of_a_tuple_solved_to_an_arguments_size_names_its_place() -> None:
+    report = treespec.check_shapes(Dueling.__call__)
+    errors = [p for p in report.problems if p.severity == "error"]
+    assert len(errors) == 1 and "bug=True" in errors[0].message, str(report)
+    message = errors[0].message
+    assert message.startswith("the return value, at return[0]: "), str(report)
+    assert "a, which only the return annotation names, always comes out b" in message
+    assert "(n_actions == b, as the code needs)" in message, str(report)
+    lines, first = inspect.getsourcelines(inspect.unwrap(Dueling.__call__))
+    returned = next(i for i, text in enumerate(lines) if "return q" in text)
+    assert errors[0].line == first + returned, str(report)
+
+
+class HeadsCache(NamedTuple):
+    k: Float[Array, "b h s dh"]
+    v: Float[Array, "b h s dh"]
+
+
+class CachedAttention(eqx.Module):
+    """One decoding step of attention over a cache annotated by heads and
+    head width, beside a model width `d`: the author builds it with
+    `num_heads == h` and `d == h*dh`."""
+
+    num_heads: int = eqx.field(static=True)
+    head_dim: int = eqx.field(static=True)
+    qkv: eqx.nn.Linear
+    out: eqx.nn.Linear
+
+    def __init__(self, d_model: int, num_heads: int, *, key: Any = None):
+        k1, k2 = jax.random.split(jax.random.key(0) if key is None else key)
+        self.num_heads, self.head_dim = num_heads, d_model // num_heads
+        self.qkv = eqx.nn.Linear(d_model, 3 * d_model, use_bias=False, key=k1)
+        self.out = eqx.nn.Linear(d_model, d_model, use_bias=False, key=k2)
+
+    def write(self, cache: HeadsCache, k: Array, v: Array, pos: Array) -> HeadsCache:
+        return HeadsCache(cache.k.at[:, :, pos].set(k), cache.v.at[:, :, pos].set(v))
+
+    @treespec.jit
+    def __call__(
+        self, x: Float[Array, "b d"], cache: HeadsCache, pos: Int[Array, ""]
+    ) -> tuple[Float[Array, "b d"], HeadsCache]:
+        b = x.shape[0]
+        q, k, v = jnp.split(jax.vmap(self.qkv)(x), 3, axis=-1)
+        q, k, v = (y.reshape(b, self.num_heads, self.head_dim) for y in (q, k, v))
+        cache = self.write(cache, k, v, pos)
+        scores = jnp.einsum("bhd,bhsd->bhs", q, cache.k) / self.head_dim**0.5
+        mixed = jnp.einsum("bhs,bhsd->bhd", jax.nn.softmax(scores, axis=-1), cache.v)
+        return jax.vmap(self.out)(mixed.reshape(b, -1)), cache
+
+
+class CachedAttentionBug(CachedAttention):
+    def write(self, cache: HeadsCache, k: Array, v: Array, pos: Array) -> HeadsCache:
+        # The bug: the values written along the heads' axis, not the steps'.
+        return HeadsCache(cache.k.at[:, :, pos].set(k), cache.v.at[:, pos].set(v))
+
+    @treespec.jit
+    def __call__(
+        self, x: Float[Array, "b d"], cache: HeadsCache, pos: Int[Array, ""]
+    ) -> tuple[Float[Array, "b d"], HeadsCache]:
+        return CachedAttention.__call__.__wrapped__(self, x, cache, pos)
+
+
+def test_a_count_of_heads_set_against_a_caches_heads_is_solved_in_a_note() -> None:
+    # One head (the count's default) fails against the cache's `h`; with
+    # num_heads == h it runs where d == h*dh, which no annotation states:
+    # a relation the code needs, a note that says it, never an error.
+    cache = HeadsCache(*[jnp.zeros((2, 4, 9, 6))] * 2)
+    CachedAttention(24, 4)(jnp.zeros((2, 24)), cache, jnp.array(0))  # it runs
+    report = treespec.check_shapes(CachedAttention.__call__)
+    assert report.ok, str(report)
+    text = str(report)
+    assert "d == h*dh" in text and "num_heads=h" in text, text
+
+
+def test_a_bug_past_a_count_set_against_a_caches_heads_is_an_error() -> None:
+    cache = HeadsCache(*[jnp.zeros((2, 4, 9, 6))] * 2)
+    with pytest.raises(ValueError):  # it fails at run time
+        CachedAttentionBug(24, 4)(jnp.zeros((2, 24)), cache, jnp.array(0))
+    report = treespec.check_shapes(CachedAttentionBug.__call__)
+    errors = [p for p in report.problems if p.severity == "error"]
+    assert errors, str(report)
+
+
+@treespec.jit
+def best_items(
+    scores: Float[Array, "b n"], k: treespec.Static[int]
+) -> Int[Array, "b r"]:
+    return jax.lax.top_k(scores, k)[1]
+
+
+class NormedLogits(nnx.Module):
+    def __init__(self, c: int, vocab: int, *, rngs: nnx.Rngs) -> None:
+        self.out = nnx.Linear(c, vocab, rngs=rngs)
+        self.norm = nnx.LayerNorm(c, rngs=rngs)  # the bug: the width of the input
+
+    @treespec.jit
+    def __call__(self, feats: Float[Array, "b t c"]) -> Float[Array, "b t v"]:
+        return self.norm(self.out(feats))
+
+
+def test_a_return_size_that_one_guess_of_several_sets_is_no_error() -> None:
+    # `k` may be any size up to n: the first that runs (k == b) is a guess,
+    # and with k == n it runs too, so `r` need not come out b.
+    report = treespec.check_shapes(best_items)
+    assert report.ok, str(report)
+
+
+def test_a_return_size_that_the_only_guess_that_runs_sets_is_an_error() -> None:
+    # Only vocab == c runs (the norm is built for c), so `v` always comes
+    # out c: the bug, though no message of JAX's named vocab.
+    with pytest.raises(TypeError):  # it fails at run time where vocab != c
+        NormedLogits.__call__.__wrapped__(
+            NormedLogits(4, 7, rngs=nnx.Rngs(0)), jnp.zeros((2, 3, 4))
+        )
+    report = treespec.check_shapes(NormedLogits.__call__)
+    errors = [p for p in report.problems if p.severity == "error"]
+    assert len(errors) == 1, str(report)
+    assert (
+        "v, which only the return annotation names, always comes out c"
+        in errors[0].message
+    )
+
+
+class CachedKeys(eqx.Module):
+    """Heads of a width of their own (`head_dim`, no annotation names it)
+    appended to a cache annotated by heads: one head (the count's default)
+    fails against `h`; with num_heads == h it runs."""
+
+    num_heads: int = eqx.field(static=True)
+    head_dim: int = eqx.field(static=True)
+    proj: eqx.nn.Linear
+
+    def __init__(self, d: int, num_heads: int, head_dim: int, *, key: Any = None):
+        self.num_heads, self.head_dim = num_heads, head_dim
+        key = jax.random.key(0) if key is None else key
+        self.proj = eqx.nn.Linear(d, num_heads * head_dim, use_bias=False, key=key)
+
+    @treespec.jit
+    def __call__(
+        self, x: Float[Array, "b d"], keys: Float[Array, "b h s dh"]
+    ) -> Float[Array, "b h s+1 dh"]:
+        k = jax.vmap(self.proj)(x).reshape(x.shape[0], self.num_heads, 1, self.head_dim)
+        return jnp.concatenate([keys, k], axis=2)
+
+
+class CachedKeysBug(CachedKeys):
+    @treespec.jit
+    def __call__(
+        self, x: Float[Array, "b d"], keys: Float[Array, "b h s dh"]
+    ) -> Float[Array, "b h s+1 dh"]:
+        k = jax.vmap(self.proj)(x).reshape(x.shape[0], self.num_heads, 1, self.head_dim)
+        return jnp.concatenate([keys, k], axis=1)  # the bug: along the heads
+
+
+def test_a_count_set_against_a_named_size_alone_is_taken_in_a_note() -> None:
+    report = treespec.check_shapes(CachedKeys.__call__)
+    assert report.ok, str(report)
+    assert "count taken as the code needs it, num_heads=h" in str(report), str(report)
+    bug = treespec.check_shapes(CachedKeysBug.__call__)
+    errors = [p for p in bug.problems if p.severity == "error"]
+    assert len(errors) == 1 and "concatenat" in errors[0].message, str(bug)
+
+
+class Fuse(eqx.Module):
+    local: eqx.nn.Linear
+    pooled: eqx.nn.Linear
+    head: eqx.nn.Linear
+
+    def __init__(self, d: int, local_dim: int, global_dim: int, k: int):
+        k1, k2, k3 = jax.random.split(jax.random.key(0), 3)
+        self.local = eqx.nn.Linear(d, local_dim, key=k1)
+        self.pooled = eqx.nn.Linear(d, global_dim, key=k2)
+        self.head = eqx.nn.Linear(local_dim + global_dim, k, key=k3)
+
+    def both(self, x: Array) -> Array:
+        local = jax.vmap(self.local)(x)
+        pooled = jnp.tile(self.pooled(x.mean(axis=0)), (x.shape[0], 1))
+        return jnp.concatenate([local, pooled], axis=1)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "n d"]) -> Float[Array, "n k"]:
+        return jax.vmap(self.head)(self.both(x))
+
+
+class FuseBug(Fuse):
+    def both(self, x: Array) -> Array:
+        local = jax.vmap(self.local)(x)
+        pooled = jnp.tile(self.pooled(x.mean(axis=0)), (x.shape[0], 1))
+        return jnp.concatenate([local, pooled], axis=0)  # the bug: the points
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "n d"]) -> Float[Array, "n k"]:
+        return jax.vmap(self.head)(self.both(x))
+
+
+def test_a_size_against_a_multiple_of_itself_is_no_relation_to_take() -> None:
+    # Concatenated along the points, the sizes must match: local_dim ==
+    # global_dim, an unknown against another, taken; the head then gets
+    # global_dim where it was built for twice that, which no size fits:
+    # the error stands, not a stop in a note.
+    assert treespec.check_shapes(Fuse.__call__).ok
+    report = treespec.check_shapes(FuseBug.__call__)
+    errors = [p for p in report.problems if p.severity == "error"]
+    assert len(errors) == 1, str(report)
+    assert "not checked past" not in str(report), str(report)
+    assert "global_dim == 2*global_dim" not in str(report), str(report)

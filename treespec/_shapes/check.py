@@ -21,7 +21,7 @@ from .._model.errors import SpecError
 from .._runtime.api import spec_for
 from .._runtime.reading.flags import Flags
 from .._transforms.base import Transformed
-from . import witness
+from . import outcomes, relations, witness
 from .abstract import Builder, CannotBuild, MissingValue
 from .arguments import Target, arguments_of
 from .construct import NeedsConcrete
@@ -29,25 +29,9 @@ from .counts import FEWER_MATCHES, counted_names, other_counts, sizes_unread
 from .declared import constraints_of, declared_of, values_declared
 from .leaves import declared_names, own_names, rounded_names
 from .located import in_user_words, issue_of
-from .outcomes import (
-    first_lines,
-    ordering_needed,
-    ordering_note,
-    relation_note,
-    skipped_text,
-    unstated_relation,
-    unusable_note,
-)
-from .readings import as_note, assumptions_text, unsaid
-from .relations import (
-    MAX_MATCHES,
-    relations_needed,
-    relations_text,
-    solved,
-    solved_or_matched,
-    with_relations,
-)
+from .readings import assumptions_text, unsaid
 from .report import ShapeIssue, ShapeReport
+from .returned import returned_issue
 from .runs import MAX_COMBINATIONS, Findings, Run, planned
 from .scopes import InstanceScopes
 from .sizes import constrained, given_sizes, symbols_for
@@ -175,6 +159,7 @@ class _Checker:
         #: and what the code needs of those names (`relations_needed`).
         self.several: frozenset[type] = frozenset()
         self.relations: dict[str, str] = {}
+        self.guessed: set[str] = set()  # of those, one assignment of several
         #: Relations the code needs that the checker could not use (a size it
         #: cannot evaluate, `min(n, 3)`): the check stops there, in a note.
         self.unusable: dict[str, str] = {}
@@ -191,11 +176,7 @@ class _Checker:
             second = self._builder(Run(1, {}), None)
             self._arguments(second)
             first.names.update(second.names)
-        fixed: dict[str, Any] = {}
-        for param in t.spec.params:
-            if param.name in t.given:
-                given = given_sizes(t.given[param.name], param.node, param.name)
-                fixed.update((k, v) for k, v in given.items() if k not in fixed)
+        fixed: dict[str, Any] = given_sizes(t.spec.params, t.given)
         try:
             free = [name for name in first.names if name not in fixed]
             sizes = {**symbols_for(free, self.constraints), **fixed}
@@ -214,7 +195,9 @@ class _Checker:
             notes.append(self._at_def("note", assumptions_text(self._assumed, t.name)))
         taken = {k: v for k, v in self.relations.items() if k not in self.unusable}
         if taken:
-            notes.append(self._at_def("note", relations_text(taken, first.scopes)))
+            notes.append(
+                self._at_def("note", relations.relations_text(taken, first.scopes))
+            )
         # As the user reads them (`out of layers[0]`, `c // 1` as `c`, `...[0]`).
         readable = first.scopes.readable
         problems = [
@@ -248,16 +231,20 @@ class _Checker:
         if traced.error is None:
             return traced.output
         error = traced.error
-        self._raised = f"{type(error).__name__}: {first_lines(error)}"
+        self._raised = f"{type(error).__name__}: {outcomes.first_lines(error)}"
         return issue_of(self.t, self.splitter, error, traced.stage, (args, kwargs))
 
     def _one(
         self, run: Run, sizes: dict[str, Any], free: list[str], fixed: dict[str, Any]
     ) -> Any:
         found = self._one_run(run, sizes, free, fixed)
-        error = isinstance(found, ShapeIssue) and found.severity == "error"
-        if error and (orderings := ordering_needed(found.message, self.declared)):
-            return ordering_note(found, orderings)
+        if not isinstance(found, ShapeIssue):
+            return self._returned(found, run, sizes, (free, fixed))
+        error = found.severity == "error"
+        if error and (
+            orderings := outcomes.ordering_needed(found.message, self.declared)
+        ):
+            return outcomes.ordering_note(found, orderings)
         counts = counted_names(self._assumed) if error else {}
         if error and sizes_unread(found.message) and (self.unknown or counts):
             names, matching = self._concrete(run, free, fixed, most=FEWER_MATCHES)
@@ -280,39 +267,44 @@ class _Checker:
             self._assumed.update(builder.assumed)
         # Sizes no annotation names, as the code needs them (`relations.py`).
         calls = [(args, kwargs)]  # the first trace's, then built anew
-        found = solved(
+        found = relations.solved(
             lambda: self._trace(
                 *(calls.pop() if calls else self._arguments(self._builder(run, sizes)))
             ),
             self._failure,
-            lambda text: relations_needed(text, self.unknown),
+            lambda text: relations.relations_needed(text, self.unknown),
             self.relations,
             self.unusable,
         )
         if not isinstance(found, ShapeIssue):
             return found
         if found.severity == "error" and self.unusable:
-            return unusable_note(found, self.unusable)
-        if found.severity == "error" and (rel := unstated_relation(self._raised)):
-            return relation_note(found, rel)
+            return outcomes.unusable_note(found, self.unusable)
+        if found.severity == "error" and (
+            rel := outcomes.unstated_relation(self._raised)
+        ):
+            return outcomes.relation_note(found, rel)
         # The author's own check (`assert h % 4 == 0`) fails at symbolic sizes.
         checked = found.severity == "note" and self._raised.startswith("Assert")
         if not self.constraints and (witness.symbolic_limit(self._raised) or checked):
             found = self._witnessed(run, free, fixed, self._raised)
         elif found.severity == "error" and witness.undecided_division(self._raised):
-            # No witness runs where constraints are given: a division (or a
-            # reshape) JAX cannot decide at the sizes they allow is a note.
-            found = as_note(
-                found,
-                "not checked past this line: a division of sizes the "
-                f"constraints do not decide ({found.message}); state it too",
-            )
+            found = outcomes.undecided_note(found)  # constraints given: no witness
         return found
+
+    def _returned(self, output: Any, run: Run, sizes: Any, names: Any) -> Any:
+        """`output`, or the error `returned.py` finds in it."""
+        call = lambda at: self._arguments(self._builder(run, at or sizes))  # noqa: E731
+        runs = (self._concrete(run, *names)[1], call)
+        at = None if self.constraints else names  # no witness runs there
+        taken = (self.relations, self.guessed)
+        issue = returned_issue(output, self.t, self.splitter, taken, runs, at)
+        return output if issue is None else issue
 
     def _builder(self, run: Run, sizes: dict[str, Any] | None) -> Builder:
         scopes = InstanceScopes(self.several)
         if sizes is not None and self.relations:
-            sizes = with_relations(sizes, self.relations)
+            sizes = relations.with_relations(sizes, self.relations)
         declared, own = self.declared, self.own
         return Builder(
             sizes, run.chosen, run.variant, declared=declared, own=own, scopes=scopes
@@ -337,7 +329,7 @@ class _Checker:
         free: list[str],
         fixed: dict[str, Any],
         symbols: Mapping[str, Any] | None = None,
-        most: int = MAX_MATCHES,
+        most: int = relations.MAX_MATCHES,
     ) -> tuple[list[str], Callable[[dict[str, int]], Any]]:
         """The names, and a trace of the run at concrete sizes of them (the
         unknowns no failure relates set equal to named sizes, `most` tries)."""
@@ -348,17 +340,17 @@ class _Checker:
 
             def needed(text: str) -> dict[str, str]:  # its sizes by their names
                 # A size related to a named one is read as that name.
-                at_sizes = with_relations(every, self.relations)
+                at_sizes = relations.with_relations(every, self.relations)
                 named = {k: v for k, v in at_sizes.items() if k not in self.relations}
                 shown = witness.by_names(text, named)
-                return relations_needed(shown, self.unknown)
+                return relations.relations_needed(shown, self.unknown)
 
             raised = self._raised  # what the run found, not its last try
-            found = solved_or_matched(
+            found = relations.solved_or_matched(
                 lambda: traced_at(every),
                 self._failure,
                 needed,
-                (self.relations, self.unusable),
+                (self.relations, self.unusable, self.guessed),
                 (self.unknown, [n for n in names if n not in self.unknown]),
                 most,
             )
@@ -366,7 +358,7 @@ class _Checker:
                 self._raised = raised
             error = isinstance(found, ShapeIssue) and found.severity == "error"
             return (
-                unusable_note(found, self.unusable)
+                outcomes.unusable_note(found, self.unusable)
                 if error and self.unusable
                 else found
             )
@@ -395,5 +387,5 @@ class _Checker:
         return ShapeIssue(severity, self.t.file, self.t.line, self.t.name, message)
 
     def _skipped(self, error: Exception) -> ShapeReport:
-        issue = self._at_def("note", skipped_text(error, self.t.name))
+        issue = self._at_def("note", outcomes.skipped_text(error, self.t.name))
         return ShapeReport(self.t.name, (dataclasses.replace(issue, skipped=True),))

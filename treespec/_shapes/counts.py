@@ -17,16 +17,17 @@ failure a note that says the sizes and the count it ran with.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from .._runtime.checking.dims import DIM_NAME
-from .outcomes import unequal_sizes
-from .readings import as_note, shown
-from .report import ShapeIssue
-from .witness import chains
+from .messages import unequal_sizes
+from .readings import by_names, shown
+from .report import ShapeIssue, as_note
+from .witness import chains, witnesses
 
 __all__ = [
     "FEWER_MATCHES",
@@ -85,17 +86,46 @@ def _ratios(sizes: Mapping[str, int]) -> list[int]:
     return sorted(r for r in found if 1 < r <= _LARGEST)
 
 
+#: A try: the sizes, the counts, and what they assume that no annotation
+#: states (`d == h*dh`, `num_heads=h`), for the note; "" for a chain's.
+_Try = tuple[dict[str, int], dict[str, int], str]
+
+
 def _tries(
-    names: Sequence[str], counts: Mapping[str, int]
-) -> Iterator[tuple[dict[str, int], dict[str, int]]]:
-    """Each chain witness with the counts as taken, then each count in turn
-    at each ratio of a chain's sizes (the others as taken)."""
+    names: Sequence[str], counts: Mapping[str, int], failed: str
+) -> Iterator[_Try]:
+    """The counts the failure sets against named sizes, at those sizes
+    (`_paired`, half the tries at most); each chain witness with the counts
+    as taken, then each count in turn at each ratio of a chain's sizes (the
+    others as taken)."""
+    yield from itertools.islice(_paired(names, counts, failed), MAX_COUNT_TRIES // 2)
     every = chains(names)
     for chain in every:
-        yield chain, dict(counts)
+        yield chain, dict(counts), ""
     for chain in every:
         for name, value in itertools.product(counts, _ratios(chain)):
-            yield chain, {**counts, name: value}
+            yield chain, {**counts, name: value}, ""
+
+
+def _paired(
+    names: Sequence[str], counts: Mapping[str, int], failed: str
+) -> Iterator[_Try]:
+    """Where a failure sets a count's value against a named size (one head,
+    `1`, against a cache's `h`): the count at that size, at distinct sizes;
+    then, for each other pair of named sizes it sets against each other
+    (`d` against `dh`), one the count's multiple of the other (`d == h*dh`:
+    `d` split in `h` heads of `dh`, or `dh` the width of `h` heads of `d`)."""
+    pairs = unequal_sizes(failed)
+    sizes = witnesses(names)[0]
+    for (count, value), (a, b) in itertools.product(counts.items(), pairs):
+        if str(value) not in (a, b) or (n := b if a == str(value) else a) not in sizes:
+            continue
+        set_to = {**counts, count: sizes[n]}
+        yield sizes, set_to, f"{count}={n}"
+        for x, y in [(x, y) for x, y in pairs if x in sizes and y in sizes]:
+            for big, small in ((x, y), (y, x)):
+                product = {**sizes, big: sizes[n] * sizes[small]}
+                yield product, set_to, f"{big} == {n}*{small} and {count}={n}"
 
 
 def other_counts(
@@ -111,12 +141,22 @@ def other_counts(
     parameter; the first sets unknowns equal to named sizes where no
     failure relates them, for the counts as taken, the second not, for
     other counts; the `solved` sizes, set by their relations, go unsaid):
-    what fails at every try stays the error."""
-    tries = itertools.islice(_tries(names, counts), MAX_COUNT_TRIES)
-    for chain, values in tries:
+    what fails at every try stays the error, or where a count set against
+    a named size gets past its line, what fails further on (the bug past
+    it, said with what it assumed)."""
+    tries = itertools.islice(_tries(names, counts, failed.message), MAX_COUNT_TRIES)
+    further: list[tuple[bool, ShapeIssue]] = []  # a relation's first
+    for chain, values, assumed in tries:
         trace_at = traces[values != counts]
-        if isinstance(trace_at({**chain, **values}), ShapeIssue):
+        found = trace_at({**chain, **values})
+        if isinstance(found, ShapeIssue):
+            past = assumed and found.severity == "error" and found.line != failed.line
+            if past and (not further or ("==" in assumed and not further[0][0])):
+                said = f"{by_names(found.message, chain)} (with {assumed})"
+                further = [("==" in assumed, dataclasses.replace(found, message=said))]
             continue
+        if assumed:
+            return _paired_note(failed, assumed, chain, solved)
         changed = {k: v for k, v in values.items() if counts.get(k) != v}
         taken = f" and a constructor's count {shown(changed)}" if changed else ""
         return as_note(
@@ -127,4 +167,25 @@ def other_counts(
             f"({failed.message}); if the annotations assume it, state the "
             "relation with constraints=(...) (JAX's syntax: 'heads == 4*kv')",
         )
-    return failed
+    return further[0][1] if further else failed
+
+
+def _paired_note(
+    failed: ShapeIssue, assumed: str, sizes: Mapping[str, int], solved: Collection[str]
+) -> ShapeIssue:
+    """`failed` as the note of a count set against a named size (`_paired`)
+    that runs, with the relation between named sizes it needs, if any."""
+    relation, _, count = assumed.rpartition(" and ")
+    at = shown({k: v for k, v in sizes.items() if k not in solved})
+    if not relation:
+        return as_note(
+            failed,
+            f"runs with a constructor's count taken as the code needs it, "
+            f"{count} (at {at}); with the count it took: {failed.message}",
+        )
+    return as_note(
+        failed,
+        f"holds only when {relation}: it runs at {at} with a constructor's "
+        f"count {count}, and fails where it does not ({failed.message}); if "
+        f'the annotations assume it, state it with constraints=("{relation}",)',
+    )

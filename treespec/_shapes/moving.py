@@ -18,9 +18,9 @@ import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from .outcomes import unequal_sizes
-from .readings import as_note, by_names, shown
-from .report import ShapeIssue
+from .messages import unequal_sizes
+from .readings import by_names, shown
+from .report import ShapeIssue, as_note
 
 __all__ = ["MULTIPLE", "moving_number", "multiple_of", "multiples"]
 

@@ -14,22 +14,21 @@ import jax
 
 from .._model.errors import RETURN, ValidationError
 from .._runtime.checking.dims import DIM_NAME
-from .readings import as_note, by_labels
-from .report import ShapeIssue
+from .messages import bound_against_value, unequal_sizes
+from .report import ShapeIssue, as_note
 from .reshapes import Unequal
 from .user_code import raised_by_a_library
 
 __all__ = [
-    "bound_against_value",
     "first_lines",
     "outcome",
     "ordering_needed",
     "ordering_note",
     "relation_note",
+    "undecided_note",
     "unusable_note",
     "skipped_text",
     "suggestion",
-    "unequal_sizes",
     "unstated_relation",
     "validation_text",
 ]
@@ -181,33 +180,6 @@ _FUNCTIONS: dict[str, Any] = {
 }
 
 
-#: Where a message of JAX's names two shapes it found unequal.
-_SHAPES = re.compile(r"(?:shapes for broadcasting: |got )\(")
-#: JAX's listing of the shapes of an operation of three (`x * r * scale`).
-_LISTED = re.compile(r"shapes for broadcasting: shapes=\[\(")
-
-
-#: A layer's check of its own that names both shapes: Equinox's
-#: "Received `shape=(latent_dim,) and `x.shape=(d_lat,)`".
-_RECEIVED = re.compile(r"\bshape=\(([^()]*)\)\W{1,8}and\W{1,8}x\.shape=\(([^()]*)\)")
-
-#: A loop's carry, or a `cond`'s branch, that comes out another shape (`has
-#: type float32[b,s,c] but the corresponding output carry component has type
-#: float32[b,stoch,classes]`); never a size with a comma (`floordiv(n, 2)`).
-_CARRIED = re.compile(
-    r"has type \w+\[([^\]()]*)\] but the corresponding output"
-    r"(?: carry component| of \w+) has type \w+\[([^\]()]*)\]"
-)
-
-
-#: The sizes of the axes a `vmap` maps that JAX found inconsistent (`most
-#: axes (2 of them) had size n, e.g. axis 0 ...; * one axis had size m: ...`).
-_MAPPED = re.compile(r"had size (.+?)(?:, e\.g\.|: axis)")
-
-#: JAX's `..., but A != B.`, two sizes it needed equal.
-_UNEQUAL = re.compile(r"\bbut ([^,;()]+?) != ([^,;()]+?)\.?(?= \(|$)")
-
-
 def unstated_relation(text: str) -> list[str]:
     """The relations a shape error shows between a size of its own and an
     expression of other sizes (`(h*w, d), (n, d)`: `n == h*w`), none of
@@ -230,67 +202,6 @@ def unstated_relation(text: str) -> list[str]:
         relation = f"{part[1]} == {part[2]}*{lone}" if part else f"{lone} == {other}"
         relations.append(relation)
     return relations
-
-
-#: One problem of a `ValidationError`: its annotation, bindings and value
-#: (`expected Float[Array, 'b i'] with b bound by x, i=dx bound by w_x, got
-#: float32[b,h + e]`).
-_PROBLEM = re.compile(
-    r"expected \w+\[[\w.]+, '([^']*)'\] with (.*?), got \w+\[([^\]]*)\]"
-)
-
-
-def bound_against_value(text: str) -> list[list[tuple[str, str]]]:
-    """For each problem of a `ValidationError`, the sizes its annotation's
-    names were bound to (by another leaf: a nested call's `w_x`, an
-    instance's field), or the names, against the value's, where they
-    differ; where the ranks differ or a name is not plain (`*b`, `...`,
-    `h//2`), each binding against the name it binds."""
-    found = []
-    for written, bindings, shape in _PROBLEM.findall(text):
-        bound = dict(re.findall(r"(\w+)=(\w+) bound by", bindings))
-        tokens, sizes = written.split(), [d.strip() for d in shape.split(",")]
-        plain = all(t.isidentifier() or t.isdigit() for t in tokens)
-        if len(tokens) != len(sizes) or not plain:  # `*b`, `...`, `h//2`
-            found.append([(size, name) for name, size in bound.items()])
-            continue
-        pairs = [(bound.get(token, token), size) for token, size in zip(tokens, sizes)]
-        found.append([(a, b) for a, b in pairs if a != b])
-    return found
-
-
-def unequal_sizes(text: str, listed: bool = False) -> list[tuple[str, str]]:
-    """The sizes a shape error of JAX's says differ, in pairs: `but A != B`
-    (`c // 1` read as `c`), or the two shapes it names (`got (a, b) and
-    (a, c)`: `("b", "c")`), aligned from the last dimension, equal pairs
-    left out; with `listed`, the first two of those it lists too
-    (`shapes=[(b, 1, d), (d_model,)]`)."""
-    if (labelled := by_labels(text)) is not None:  # an einsum's, label by label
-        return labelled
-    listing = _LISTED.search(text) if listed else None  # then the pair
-    unequal = None if listing else _UNEQUAL.search(text)
-    carried = None if listing else _CARRIED.search(text)
-    received = None if listing else _RECEIVED.search(text) or carried
-    if unequal:  # JAX's `but c // 4 != g`: one size each side (`c // 1` is c)
-        groups = [[re.sub(r"\s*//\s*1$", "", side)] for side in unequal.groups()]
-        grouped = re.fullmatch(r"(\w+) // (\w+)", groups[0][0])
-        if grouped and groups[1] == ["1"]:  # `c // in_channels != 1`: c is it
-            groups = [[grouped[1]], [grouped[2]]]
-    elif received:  # a layer's own check (`shape == x.shape`), a loop's carry
-        groups = [
-            [size.strip() for size in side.split(",") if size.strip()]
-            for side in received.groups()
-        ]
-    elif "vmap got inconsistent sizes" in text:  # the sizes of a vmap's axes
-        groups = [[size] for size in dict.fromkeys(_MAPPED.findall(text))]
-    elif found := (listing or _SHAPES.search(text)):
-        groups = _groups(text[found.end() - 1 :], 2)
-    else:
-        return []
-    if len(groups) != 2 or (carried and len(groups[0]) != len(groups[1])):
-        return []  # a carry of another rank: no axis is another's
-    pairs = zip(reversed(groups[0]), reversed(groups[1]))
-    return [(a, b) for a, b in pairs if a != b]
 
 
 def relation_note(issue: ShapeIssue, relations: list[str]) -> ShapeIssue:
@@ -345,6 +256,17 @@ def ordering_note(issue: ShapeIssue, orderings: list[str]) -> ShapeIssue:
     )
 
 
+def undecided_note(issue: ShapeIssue) -> ShapeIssue:
+    """`issue` (an error where constraints are given, and no witness runs)
+    as a note: a division (or a reshape) JAX cannot decide at the sizes the
+    constraints allow is not a bug, nor checked past."""
+    return as_note(
+        issue,
+        "not checked past this line: a division of sizes the constraints do "
+        f"not decide ({issue.message}); state it too",
+    )
+
+
 def unusable_note(issue: ShapeIssue, relations: dict[str, str]) -> ShapeIssue:
     """`issue` (an error the code meets past a relation it needs of sizes no
     annotation names, which the checker could not use: a size it cannot
@@ -355,30 +277,6 @@ def unusable_note(issue: ShapeIssue, relations: dict[str, str]) -> ShapeIssue:
         f"not checked past this line: the code needs {needs}, a size the "
         f"checker cannot evaluate ({issue.message})",
     )
-
-
-def _groups(text: str, count: int) -> list[list[str]]:
-    """The first `count` parenthesized shapes of `text`, split at their
-    top-level commas: `(a, floordiv(h, 2))` -> `['a', 'floordiv(h, 2)']`."""
-    groups: list[list[str]] = []
-    depth, start = 0, 0
-    items: list[str] = []
-    for i, char in enumerate(text):
-        if char == "(":
-            depth += 1
-            if depth == 1:
-                start, items = i + 1, []
-        elif char == ")":
-            depth -= 1
-            if depth == 0:
-                items.append(text[start:i].strip())
-                groups.append([item for item in items if item])
-                if len(groups) == count:
-                    break
-        elif char == "," and depth == 1:
-            items.append(text[start:i].strip())
-            start = i + 1
-    return groups
 
 
 def skipped_text(error: Exception, function: str) -> str:

@@ -9,14 +9,10 @@ import dataclasses
 import itertools
 import re
 from collections.abc import Collection, Mapping
-from typing import Any, TypeVar
-
-_Issue = TypeVar("_Issue")
+from typing import Any
 
 __all__ = [
-    "as_note",
     "assumptions_text",
-    "by_labels",
     "by_names",
     "OwnPath",
     "shown",
@@ -74,42 +70,6 @@ _SMALLEST_PART = 10
 _BOUND_AT = re.compile(r"(with \w+=)(\d+)(?= bound by)")
 
 
-#: JAX's einsum, its operands' shapes with their labels (`lhs.shape=(b, ni,
-#: di) lhs_names=bid rhs.shape=(in_caps, out_caps, out_dim, in_dim)
-#: rhs_names=iojd`), and opt_einsum's path of one label (`Size of label 'm'
-#: for operand 1 (7) does not match previous terms (19)`: operand 1's size,
-#: then the earlier operands').
-_LABELLED = re.compile(
-    r"lhs\.shape=\(([^()]*)\) lhs_names=(\w+) rhs\.shape=\(([^()]*)\) rhs_names=(\w+)"
-)
-_LABEL = re.compile(
-    r"Size of label '\w' for operand \d+ \(([^()]+)\) does not match "
-    r"previous terms \(([^()]+)\)"
-)
-
-
-def by_labels(text: str) -> list[tuple[str, str]] | None:
-    """The sizes an einsum pairs by its labels that differ (`("ni",
-    "in_caps")`), or None where the text is no einsum's."""
-    if label := _LABEL.search(text):
-        return [(label[2].strip(), label[1].strip())]
-    if not (found := _LABELLED.search(text)):
-        return None
-    lhs, lhs_names, rhs, rhs_names = found.groups()
-    left, right = (
-        [size.strip() for size in side.split(",") if size.strip()]  # `(n,)`
-        for side in (lhs, rhs)
-    )
-    if len(left) != len(lhs_names) or len(right) != len(rhs_names):
-        return None
-    pairs = [
-        (left[i], right[rhs_names.index(label)])
-        for i, label in enumerate(lhs_names)
-        if label in rhs_names
-    ]
-    return [(a, b) for a, b in pairs if a != b]
-
-
 def shown(sizes: Mapping[str, Any]) -> str:
     """`t=11, s=13`: an assignment, for a message."""
     return ", ".join(f"{name}={size}" for name, size in sizes.items())
@@ -127,11 +87,6 @@ def unsaid(found: Any, solved: Collection[str]) -> Any:
         at = rf"(?<![\w.'\[]){re.escape(name)}=-?\d+"
         message = re.sub(rf"{at}, |, {at}(?=[:;) ]|$)", "", message)
     return dataclasses.replace(found, message=message)
-
-
-def as_note(issue: _Issue, message: str) -> _Issue:
-    """`issue` (a finding), at its place, as a note saying `message`."""
-    return dataclasses.replace(issue, severity="note", message=message)  # type: ignore[type-var]
 
 
 class OwnPath(str):

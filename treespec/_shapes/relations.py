@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
 from .._runtime.checking.dims import DIM_NAME
-from .outcomes import bound_against_value, unequal_sizes
+from .messages import bound_against_value, unequal_sizes
 from .scopes import SCOPED, InstanceScopes
 
 __all__ = [
@@ -55,6 +55,10 @@ def relations_needed(text: str, unknown: Collection[str] = ()) -> dict[str, str]
                 # constructor's `num_classes`) is never a size to take: an
                 # author builds a module to fit its input, not a constant in
                 # its body (DESIGN). The failure stands, an error.
+                continue
+            if name in DIM_NAME.findall(other):
+                # A size against a multiple of itself (`g` against `2*g`, a
+                # concatenation along the wrong axis): no size of it fits.
                 continue
             if SCOPED.fullmatch(name) or (in_body and name in unknown):
                 found[name] = other
@@ -224,21 +228,24 @@ def matched(
     named: Sequence[str],
     relations: dict[str, str],
     most: int = MAX_MATCHES,
+    guessed: set[str] | None = None,
 ) -> tuple[Any] | None:
     """Where a failure shows no relation the checker can read (a size JAX
     wrote at concrete witnesses, `(20,)` against `(10,)`, or one made of
     several unknowns, `edge_dim + 2*node_dim`): the unknown sizes set equal
     to sizes the annotations name, fewest first, until `trace()` finds no
     failure. One assignment that makes the function pass makes it pass
-    (DESIGN, "an error is certain"); it stays in `relations`, for the note.
-    Returns `(what the passing trace found,)`, or None when none of the
-    first `most` does: the failure stands."""
+    (DESIGN, "an error is certain"); it stays in `relations`, for the note,
+    and its names go in `guessed`: one assignment of several that pass, not
+    one the code needs. Returns `(what the passing trace found,)`, or None
+    when none of the first `most` does: the failure stands."""
     free = [u for u in sorted(unknown) if u not in relations]
     for assignment in itertools.islice(_assignments(free, named), most):
         before = dict(relations)
         relations.update(assignment)
         found = trace()
         if failure(found) is None:
+            (guessed if guessed is not None else set()).update(assignment)
             return (found,)
         relations.clear()
         relations.update(before)
@@ -249,15 +256,15 @@ def solved_or_matched(
     trace: Callable[[], Any],
     failure: Callable[[Any], str | None],
     needed: Callable[[str], dict[str, str]],
-    taken: tuple[dict[str, str], dict[str, str]],
+    taken: tuple[dict[str, str], dict[str, str], set[str]],
     sizes: tuple[Collection[str], Sequence[str]],
     most: int = MAX_MATCHES,
 ) -> Any:
     """`solved`, and where a failure stays that shows no relation the checker
     can read, `matched` (its first `most` tries): `taken` is `(relations,
-    unusable)`, `sizes` the unknown sizes and those the annotations name. A
-    failure against the return annotation is never matched."""
-    relations, unusable = taken
+    unusable, guessed)`, `sizes` the unknown sizes and those the annotations
+    name. A failure against the return annotation is never matched."""
+    relations, unusable, guessed = taken
     found = solved(trace, failure, needed, relations, unusable)
     text = failure(found)
     if text is None or unusable or "the return value" in text:
@@ -265,5 +272,5 @@ def solved_or_matched(
         # function's contract broken: an error, never a size to take.
         return found
     again = lambda: solved(trace, failure, needed, relations, unusable)  # noqa: E731
-    searched = matched(again, failure, *sizes, relations, most)
+    searched = matched(again, failure, *sizes, relations, most, guessed)
     return found if searched is None else searched[0]

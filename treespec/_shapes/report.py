@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-__all__ = ["ShapeIssue", "ShapeReport"]
+__all__ = ["ShapeIssue", "ShapeReport", "as_note"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,3 +115,8 @@ class ShapeReport:
             only = f" ({shown}: checked at its default only)" if shown else ""
             return f"{self.function}: ok{only}"
         return "\n".join(p.format() for p in self.problems)
+
+
+def as_note(issue: ShapeIssue, message: str) -> ShapeIssue:
+    """`issue` (a finding), at its place, as a note saying `message`."""
+    return dataclasses.replace(issue, severity="note", message=message)

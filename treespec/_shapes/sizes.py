@@ -10,7 +10,7 @@ from typing import Any
 
 import jax
 
-from .._model.spec import Node
+from .._model.spec import Node, Param
 from .._runtime.checking.dims import bound_dims
 from .._runtime.checking.validate import scopes_of
 from .._runtime.planning.resolve import walk_value
@@ -19,7 +19,18 @@ from .._runtime.reading.typing_forms import is_jaxtyping_array
 __all__ = ["constrained", "given_sizes", "symbols_for"]
 
 
-def given_sizes(value: Any, node: Node, name: str) -> dict[str, int]:
+def given_sizes(params: Sequence[Param], given: Mapping[str, Any]) -> dict[str, int]:
+    """The dimension sizes the values `given` for `params` bind, by name, the
+    first binding of a name kept (`_bound_by`)."""
+    fixed: dict[str, int] = {}
+    for param in params:
+        if param.name in given:
+            bound = _bound_by(given[param.name], param.node, param.name)
+            fixed.update((k, v) for k, v in bound.items() if k not in fixed)
+    return fixed
+
+
+def _bound_by(value: Any, node: Node, name: str) -> dict[str, int]:
     """The dimension sizes a value given binds, by name: the concrete leaves
     that jaxtyping annotations describe (the first binding of a name kept),
     but those an instance binds in a scope of its own (`scopes_of`: a

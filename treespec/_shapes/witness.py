@@ -26,8 +26,8 @@ from typing import Any
 from .moving import MULTIPLE, moving_number, multiple_of, multiples
 from .outcomes import ordering_needed, relation_note, suggestion, unstated_relation
 from .parity import even_names, half_of, only_there, rounded_against_floor
-from .readings import as_note, by_names, shown
-from .report import ShapeIssue
+from .readings import by_names, shown
+from .report import ShapeIssue, as_note
 
 __all__ = [
     "WITNESS_PRIMES",
