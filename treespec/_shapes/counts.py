@@ -95,10 +95,15 @@ def _tries(
     names: Sequence[str], counts: Mapping[str, int], failed: str
 ) -> Iterator[_Try]:
     """The counts the failure sets against named sizes, at those sizes
-    (`_paired`, half the tries at most); each chain witness with the counts
-    as taken, then each count in turn at each ratio of a chain's sizes (the
-    others as taken)."""
+    (`_paired`, `MAX_COUNT_TRIES // 2` at most), then those of `_chained`
+    (`MAX_COUNT_TRIES` at most)."""
     yield from itertools.islice(_paired(names, counts, failed), MAX_COUNT_TRIES // 2)
+    yield from itertools.islice(_chained(names, counts), MAX_COUNT_TRIES)
+
+
+def _chained(names: Sequence[str], counts: Mapping[str, int]) -> Iterator[_Try]:
+    """Each chain witness with the counts as taken, then each count in turn
+    at each ratio of a chain's sizes (the others as taken)."""
     every = chains(names)
     for chain in every:
         yield chain, dict(counts), ""
@@ -144,16 +149,16 @@ def other_counts(
     what fails at every try stays the error, or where a count set against
     a named size gets past its line, what fails further on (the bug past
     it, said with what it assumed)."""
-    tries = itertools.islice(_tries(names, counts, failed.message), MAX_COUNT_TRIES)
-    further: list[tuple[bool, ShapeIssue]] = []  # a relation's first
+    tries = _tries(names, counts, failed.message)
+    further: list[tuple[int, ShapeIssue]] = []  # the furthest line wins
     for chain, values, assumed in tries:
         trace_at = traces[values != counts]
         found = trace_at({**chain, **values})
         if isinstance(found, ShapeIssue):
-            past = assumed and found.severity == "error" and found.line != failed.line
-            if past and (not further or ("==" in assumed and not further[0][0])):
+            past = found.file == failed.file and found.line > failed.line
+            if assumed and found.severity == "error" and past:
                 said = f"{by_names(found.message, chain)} (with {assumed})"
-                further = [("==" in assumed, dataclasses.replace(found, message=said))]
+                further.append((found.line, dataclasses.replace(found, message=said)))
             continue
         if assumed:
             return _paired_note(failed, assumed, chain, solved)
@@ -167,7 +172,7 @@ def other_counts(
             f"({failed.message}); if the annotations assume it, state the "
             "relation with constraints=(...) (JAX's syntax: 'heads == 4*kv')",
         )
-    return further[0][1] if further else failed
+    return max(further, key=lambda f: f[0])[1] if further else failed
 
 
 def _paired_note(

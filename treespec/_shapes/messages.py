@@ -33,13 +33,14 @@ _CARRIED = re.compile(
 
 #: A value set into, or broadcast to, an array of another shape (`input
 #: type=float32[b,1,d] and requested type=float32[b,h,dh]`, `got update
-#: shape (b, 1, d) for operand shape (b, s, hd)`): its shape, then theirs;
-#: two arrays concatenated (of two only: `for shapes (b, h, s, dh), (b, 1,
-#: 1, head_dim).`).
+#: shape (b, 1, d) for operand shape (b, s, hd)`): its shape, then theirs.
 _SET_INTO = re.compile(
     r"input type=\w+\[([^\]()]*)\] and requested type=\w+\[([^\]()]*)\]"
     r"|update shape \(([^()]*)\) for operand shape \(([^()]*)\)"
-    r"|concatenating along dimension \d+ for shapes \(([^()]*)\), \(([^()]*)\)(?!, \()"
+)
+#: Two arrays concatenated (two only), less the axis they are joined along.
+_JOINED = re.compile(
+    r"concatenating along dimension (\d+) for shapes \(([^()]*)\), \(([^()]*)\)(?!, \()"
 )
 
 
@@ -102,6 +103,13 @@ def unequal_sizes(text: str, listed: bool = False) -> list[tuple[str, str]]:
             for side in received.groups()
             if side is not None
         ]
+    elif joined := (None if listing else _JOINED.search(text)):
+        axis, *sides = joined.groups()
+        groups = [[size.strip() for size in side.split(",")] for side in sides]
+        if len(groups[0]) != len(groups[1]) or len(groups[0]) <= int(axis):
+            return []
+        for group in groups:  # the axis they are joined along may differ
+            del group[int(axis)]
     elif "vmap got inconsistent sizes" in text:  # the sizes of a vmap's axes
         groups = [[size] for size in dict.fromkeys(_MAPPED.findall(text))]
     elif found := (listing or _SHAPES.search(text)):

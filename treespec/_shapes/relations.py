@@ -236,16 +236,19 @@ def matched(
     to sizes the annotations name, fewest first, until `trace()` finds no
     failure. One assignment that makes the function pass makes it pass
     (DESIGN, "an error is certain"); it stays in `relations`, for the note,
-    and its names go in `guessed`: one assignment of several that pass, not
-    one the code needs. Returns `(what the passing trace found,)`, or None
-    when none of the first `most` does: the failure stands."""
+    and its names go in `guessed`, with those solved under it: one
+    assignment of several that pass, not one the code needs. Returns
+    `(what the passing trace found,)`, or None when none of the first
+    `most` does: the failure stands."""
     free = [u for u in sorted(unknown) if u not in relations]
     for assignment in itertools.islice(_assignments(free, named), most):
         before = dict(relations)
         relations.update(assignment)
         found = trace()
-        if failure(found) is None:
-            (guessed if guessed is not None else set()).update(assignment)
+        if failure(found) is None:  # with the sizes solved under it
+            (guessed if guessed is not None else set()).update(
+                name for name in relations if name not in before
+            )
             return (found,)
         relations.clear()
         relations.update(before)

@@ -48,13 +48,18 @@ def returned_issue(
     (unknown -> size), and those of them guessed (`relations.matched`):
     one assignment of several that pass, so a size that came out by a
     guess is an error only where the run fails with the guess made the
-    return's own size instead (`_forced`)."""
+    return's own size instead (`_forced`). Only where an unknown was set
+    to that argument's size: a static's choice or a default that keeps
+    two sizes equal is one a caller makes (`padding="SAME"`), and sizes a
+    value given fixes stay put at every witness."""
     of = (t.spec.returns, [p.node for p in t.spec.params])
+    if not set(taken[0].values()) & own_names(of[1]):
+        return None  # no unknown was set to an argument's size: none led there
     said = returned_as_another(output, *of, taken[0])
     at: dict[str, Any] | None = None
     if said is None and names is not None and concrete_return_only(output, *of):
-        witnessed = [{**w, **names[1]} for w in witnesses(names[0])]
-        at, said = at_witnesses(runs[0], witnessed, *of, taken[0])
+        free, fixed = names
+        at, said = at_witnesses(runs[0], (witnesses(free), fixed), *of, taken[0])
     if said is None:
         return None
     issue, pair = said
@@ -123,10 +128,10 @@ def returned_as_another(
     """What is wrong with `output`, returned under the annotation `returns`
     (the return value's check already passed), where a name only `returns`
     uses came out as exactly another name of the `arguments`' annotations,
-    and the two names; None where none did. At concrete `sizes` (each
+    and the two names; None where none did. At concrete `sizes` (each free
     name's, distinct: a witness), a size that is one name's and no other's
-    is read as that name. `relations` (unknown -> size) the run took are
-    said where they led there."""
+    is read as that name. Only a size an unknown was set to counts, of the
+    `relations` (unknown -> size) the run took, said where they led there."""
     theirs = own_names(arguments)
     for path, text, leaf, token, size in _return_only_axes(output, returns, theirs):
         if sizes is None:
@@ -134,7 +139,7 @@ def returned_as_another(
         else:
             alike = [name for name in theirs if sizes.get(name) == size]
             came = alike[0] if len(alike) == 1 else None
-        if came is not None and came != token:
+        if came is not None and came != token and came in relations.values():
             return _said(path, text, leaf, (token, came), relations), (token, came)
     return None
 
@@ -148,23 +153,27 @@ def concrete_return_only(output: Any, returns: Node, arguments: Iterable[Node]) 
 
 def at_witnesses(
     trace_at: Callable[[dict[str, int]], Any],
-    witnesses: list[dict[str, int]],
+    witnessed: tuple[list[dict[str, int]], Mapping[str, int]],
     returns: Node,
     arguments: Iterable[Node],
     relations: Mapping[str, str],
 ) -> tuple[dict[str, int], tuple[Issue, tuple[str, str]] | None]:
-    """`returned_as_another` at each of the `witnesses` (`trace_at` gives
-    the output there): what it says at the first, its sizes written as
-    names, where it says it at every one (at one, a size may meet another
-    by chance); else None."""
+    """`returned_as_another` at each witness (`witnessed`: those of the free
+    names, and the sizes a value given fixes; `trace_at` gives the output
+    there): what it says at the first, its sizes written as names, where it
+    says it at every one (at one, a size may meet another by chance); else
+    None. A fixed size, the same at every witness, is never read."""
+    every, fixed = witnessed
     said = [
-        returned_as_another(trace_at(at), returns, arguments, relations, at)
-        for at in witnesses
+        returned_as_another(
+            trace_at({**at, **fixed}), returns, arguments, relations, at
+        )
+        for at in every
     ]
-    if not witnesses or not all(said) or said[0] is None:
+    if not every or not all(said) or said[0] is None:
         return {}, None
-    (issue, pair), sizes = said[0], witnesses[0]
-    return sizes, (dataclasses.replace(issue, got=by_names(issue.got, sizes)), pair)
+    (issue, pair), sizes = said[0], {**every[0], **fixed}
+    return sizes, (dataclasses.replace(issue, got=by_names(issue.got, every[0])), pair)
 
 
 def _return_only_axes(
