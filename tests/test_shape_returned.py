@@ -160,3 +160,36 @@ def test_a_count_against_a_caches_heads_finds_the_bug_at_its_line() -> None:
     (error,) = _errors(report)
     source = StepBug.__call__.__wrapped__.__code__
     assert error.line == source.co_firstlineno + 5, str(report)
+
+
+class Widen(eqx.Module):
+    lin: eqx.nn.Linear
+
+    def __init__(self, din: int, dout: int) -> None:
+        self.lin = eqx.nn.Linear(din, dout, key=jax.random.key(0))
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "b din"]) -> Float[Array, "b dout"]:
+        return jax.vmap(self.lin)(x)
+
+
+class WidenBug(eqx.Module):
+    lin: eqx.nn.Linear
+
+    def __init__(self, din: int, dout: int) -> None:
+        self.lin = eqx.nn.Linear(din, din, key=jax.random.key(0))  # the bug
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "b din"]) -> Float[Array, "b dout"]:
+        return jax.vmap(self.lin)(x)
+
+
+def test_a_return_size_the_code_itself_keeps_equal_is_an_error() -> None:
+    # No value was chosen or defaulted: the constructor's sizes are named
+    # like the annotations' (`din`, `dout`), and the layer is built for din
+    # where dout belongs: it returns din at every size.
+    assert treespec.check_shapes(Widen.__call__).ok
+    (error,) = _errors(treespec.check_shapes(WidenBug.__call__))
+    assert "dout, which only the return annotation names, always comes out din" in (
+        error.message
+    )

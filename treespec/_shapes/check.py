@@ -171,7 +171,7 @@ class _Checker:
         try:
             first = self._first_pass()
         except (CannotBuild, MissingValue, SpecError) as error:
-            return self._skipped(error)
+            return _skipped(t, error)
         if first.variadic:  # the second variant's names (`batch0`, `batch1`)
             second = self._builder(Run(1, {}), None)
             self._arguments(second)
@@ -219,7 +219,7 @@ class _Checker:
             first = self._builder(Run(0, {}), None)
             self._arguments(first)
         # A constructor's sizes that no annotation names: those to solve.
-        self.unknown = first.taken.unknown
+        self.unknown, self.defaults = first.taken.unknown, first.defaults
         return first
 
     def _arguments(self, builder: Builder) -> tuple[list[Any], dict[str, Any]]:
@@ -297,7 +297,8 @@ class _Checker:
         call = lambda at: self._arguments(self._builder(run, at or sizes))  # noqa: E731
         runs = (self._concrete(run, *names)[1], call)
         at = None if self.constraints else names  # no witness runs there
-        taken = (self.relations, self.guessed)
+        chose = bool(run.chosen or self.defaults or self._assumed)
+        taken = (self.relations, self.guessed, chose)
         issue = returned_issue(output, self.t, self.splitter, taken, runs, at)
         return output if issue is None else issue
 
@@ -386,6 +387,9 @@ class _Checker:
     def _at_def(self, severity: Literal["error", "note"], message: str) -> ShapeIssue:
         return ShapeIssue(severity, self.t.file, self.t.line, self.t.name, message)
 
-    def _skipped(self, error: Exception) -> ShapeReport:
-        issue = self._at_def("note", outcomes.skipped_text(error, self.t.name))
-        return ShapeReport(self.t.name, (dataclasses.replace(issue, skipped=True),))
+
+def _skipped(t: Target, error: Exception) -> ShapeReport:
+    """The report of a function that could not be checked: why, at its `def`."""
+    why = outcomes.skipped_text(error, t.name)
+    issue = ShapeIssue("note", t.file, t.line, t.name, why, skipped=True)
+    return ShapeReport(t.name, (issue,))

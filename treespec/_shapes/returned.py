@@ -35,7 +35,7 @@ def returned_issue(
     output: Any,
     t: Target,
     splitter: Splitter,
-    taken: tuple[dict[str, str], Collection[str]],
+    taken: tuple[dict[str, str], Collection[str], bool],
     runs: tuple[Callable[[dict[str, int]], Any], Callable[[Any], Any]],
     names: tuple[Sequence[str], Mapping[str, int]] | None,
 ) -> ShapeIssue | None:
@@ -48,22 +48,26 @@ def returned_issue(
     (unknown -> size), and those of them guessed (`relations.matched`):
     one assignment of several that pass, so a size that came out by a
     guess is an error only where the run fails with the guess made the
-    return's own size instead (`_forced`). Only where an unknown was set
-    to that argument's size: a static's choice or a default that keeps
-    two sizes equal is one a caller makes (`padding="SAME"`), and sizes a
-    value given fixes stay put at every witness."""
+    return's own size instead (`_forced`); and whether the run took a
+    value by choice or default (a static's, a constructor's). Where it did,
+    only where an unknown was set to that argument's size: a choice or a
+    default that keeps two sizes equal is the caller's (`padding="SAME"`).
+    Sizes a value given fixes stay put at every witness: never read."""
+    relations, guessed, chose = taken
     of = (t.spec.returns, [p.node for p in t.spec.params])
-    if not set(taken[0].values()) & own_names(of[1]):
+    led = set(relations.values()) if chose else own_names(of[1])
+    if not led & own_names(of[1]):
         return None  # no unknown was set to an argument's size: none led there
-    said = returned_as_another(output, *of, taken[0])
+    said = returned_as_another(output, *of, (relations, led))
     at: dict[str, Any] | None = None
     if said is None and names is not None and concrete_return_only(output, *of):
         free, fixed = names
-        at, said = at_witnesses(runs[0], (witnesses(free), fixed), *of, taken[0])
+        every = (witnesses(free), fixed)
+        at, said = at_witnesses(runs[0], every, *of, (relations, led))
     if said is None:
         return None
     issue, pair = said
-    if not _forced(t, splitter, (runs[1], at), taken, pair):
+    if not _forced(t, splitter, (runs[1], at), (relations, guessed), pair):
         return None
     message = f"{issue.loc}: expected {issue.expected}, got {issue.got}"
     line = _returned_at(t, splitter, runs[1], at)
@@ -122,7 +126,7 @@ def returned_as_another(
     output: Any,
     returns: Node,
     arguments: Iterable[Node],
-    relations: Mapping[str, str],
+    taken: tuple[Mapping[str, str], Collection[str]],
     sizes: Mapping[str, int] | None = None,
 ) -> tuple[Issue, tuple[str, str]] | None:
     """What is wrong with `output`, returned under the annotation `returns`
@@ -130,8 +134,9 @@ def returned_as_another(
     uses came out as exactly another name of the `arguments`' annotations,
     and the two names; None where none did. At concrete `sizes` (each free
     name's, distinct: a witness), a size that is one name's and no other's
-    is read as that name. Only a size an unknown was set to counts, of the
-    `relations` (unknown -> size) the run took, said where they led there."""
+    is read as that name. `taken`: the relations (unknown -> size) the run
+    took, said where they led there, and the sizes that count (`led`)."""
+    relations, led = taken
     theirs = own_names(arguments)
     for path, text, leaf, token, size in _return_only_axes(output, returns, theirs):
         if sizes is None:
@@ -139,7 +144,7 @@ def returned_as_another(
         else:
             alike = [name for name in theirs if sizes.get(name) == size]
             came = alike[0] if len(alike) == 1 else None
-        if came is not None and came != token and came in relations.values():
+        if came is not None and came != token and came in led:
             return _said(path, text, leaf, (token, came), relations), (token, came)
     return None
 
@@ -156,7 +161,7 @@ def at_witnesses(
     witnessed: tuple[list[dict[str, int]], Mapping[str, int]],
     returns: Node,
     arguments: Iterable[Node],
-    relations: Mapping[str, str],
+    relations: tuple[Mapping[str, str], Collection[str]],
 ) -> tuple[dict[str, int], tuple[Issue, tuple[str, str]] | None]:
     """`returned_as_another` at each witness (`witnessed`: those of the free
     names, and the sizes a value given fixes; `trace_at` gives the output
