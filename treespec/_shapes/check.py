@@ -219,7 +219,7 @@ class _Checker:
             first = self._builder(Run(0, {}), None)
             self._arguments(first)
         # A constructor's sizes that no annotation names: those to solve.
-        self.unknown, self.defaults = first.taken.unknown, first.defaults
+        self.unknown = first.taken.unknown
         return first
 
     def _arguments(self, builder: Builder) -> tuple[list[Any], dict[str, Any]]:
@@ -297,8 +297,7 @@ class _Checker:
         call = lambda at: self._arguments(self._builder(run, at or sizes))  # noqa: E731
         runs = (self._concrete(run, *names)[1], call)
         at = None if self.constraints else names  # no witness runs there
-        chose = bool(run.chosen or self.defaults or self._assumed)
-        taken = (self.relations, self.guessed, chose)
+        taken = (self.relations, self.guessed)
         issue = returned_issue(output, self.t, self.splitter, taken, runs, at)
         return output if issue is None else issue
 

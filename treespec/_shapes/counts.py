@@ -17,7 +17,6 @@ failure a note that says the sizes and the count it ran with.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -25,7 +24,7 @@ from typing import Any
 
 from .._runtime.checking.dims import DIM_NAME
 from .messages import unequal_sizes
-from .readings import by_names, shown
+from .readings import shown
 from .report import ShapeIssue, as_note
 from .witness import chains, witnesses
 
@@ -116,21 +115,80 @@ def _paired(
     names: Sequence[str], counts: Mapping[str, int], failed: str
 ) -> Iterator[_Try]:
     """Where a failure sets a count's value against a named size (one head,
-    `1`, against a cache's `h`): the count at that size, at distinct sizes;
-    then, for each other pair of named sizes it sets against each other
+    `1`, against a cache's `h`): the counts of that value at that size, at
+    distinct sizes, all of them first (a grouped-query attention's heads
+    and key-value heads, as many of each), then each alone; with each, for
+    each other pair of named sizes the failure sets against each other
     (`d` against `dh`), one the count's multiple of the other (`d == h*dh`:
-    `d` split in `h` heads of `dh`, or `dh` the width of `h` heads of `d`)."""
+    `d` split in `h` heads of `dh`, or `dh` the width of `h` heads of
+    `d`)."""
     pairs = unequal_sizes(failed)
     sizes = witnesses(names)[0]
-    for (count, value), (a, b) in itertools.product(counts.items(), pairs):
-        if str(value) not in (a, b) or (n := b if a == str(value) else a) not in sizes:
-            continue
-        set_to = {**counts, count: sizes[n]}
-        yield sizes, set_to, f"{count}={n}"
-        for x, y in [(x, y) for x, y in pairs if x in sizes and y in sizes]:
+    named = [(x, y) for x, y in pairs if x in sizes and y in sizes]
+    against = [
+        (value, b if a == str(value) else a)
+        for value in dict.fromkeys(counts.values())
+        for a, b in pairs
+        if str(value) in (a, b) and (b if a == str(value) else a) in sizes
+    ]
+    if 1 in counts.values():  # one head of `dh` against `h` of them: `h*dh`
+        against += [(1, n) for n in [*_times(pairs), *_folded(failed)] if n in sizes]
+    groups = [[c for c, v in counts.items() if v == value] for value, _ in against]
+    for chosen, (_, n) in [*zip(groups, against), *_each(against, counts)]:
+        set_to = {**counts, **dict.fromkeys(chosen, sizes[n])}
+        said = ", ".join(f"{c}={n}" for c in chosen)
+        yield sizes, set_to, said
+        for x, y in named:
             for big, small in ((x, y), (y, x)):
                 product = {**sizes, big: sizes[n] * sizes[small]}
-                yield product, set_to, f"{big} == {n}*{small} and {count}={n}"
+                yield product, set_to, f"{big} == {n}*{small} and {said}"
+
+
+def _times(pairs: Sequence[tuple[str, str]]) -> list[str]:
+    """The names `n` of the pairs that set a size against `n` times it
+    (`dh` against `h*dh`), as a count of one would make them differ."""
+    found = []
+    for a, b in pairs:
+        for one, many in ((a, b), (b, a)):
+            factor = re.fullmatch(
+                rf"(\w+)\*{re.escape(one)}|{re.escape(one)}\*(\w+)", many
+            )
+            if factor:
+                found.append(factor[1] or factor[2])
+    return found
+
+
+#: A reshape JAX refused: the shape it had, the shape it was asked for.
+_RESHAPED = re.compile(
+    r"reshape array of shape \(([^()]*)\).*? into shape \(([^()]*)\)"
+)
+
+
+def _folded(failed: str) -> list[str]:
+    """The one name a refused reshape's shape has beyond those it was asked
+    for (`(b, kvh, 1, dh)` into `(b, dh)`: `kvh`), heads a count of one
+    folds as one."""
+    found = _RESHAPED.search(failed)
+    if found is None:
+        return []
+    had, asked = ([d.strip() for d in side.split(",")] for side in found.groups())
+    extra = [d for d in had if d not in asked and DIM_NAME.fullmatch(d)]
+    return extra if len(extra) == 1 and all(d in had for d in asked) else []
+
+
+def _each(
+    against: list[tuple[int, str]], counts: Mapping[str, int]
+) -> list[tuple[list[str], tuple[int, str]]]:
+    """Each count alone at each named size its value stands against, where
+    several counts share that value (else the group tried it already)."""
+    shared = {v for v in counts.values() if list(counts.values()).count(v) > 1}
+    return [
+        ([c], (value, n))
+        for value, n in against
+        if value in shared
+        for c, v in counts.items()
+        if v == value
+    ]
 
 
 def other_counts(
@@ -146,19 +204,10 @@ def other_counts(
     parameter; the first sets unknowns equal to named sizes where no
     failure relates them, for the counts as taken, the second not, for
     other counts; the `solved` sizes, set by their relations, go unsaid):
-    what fails at every try stays the error, or where a count set against
-    a named size gets past its line, what fails further on (the bug past
-    it, said with what it assumed)."""
-    tries = _tries(names, counts, failed.message)
-    further: list[tuple[int, ShapeIssue]] = []  # the furthest line wins
-    for chain, values, assumed in tries:
+    what fails at every try stays the error."""
+    for chain, values, assumed in _tries(names, counts, failed.message):
         trace_at = traces[values != counts]
-        found = trace_at({**chain, **values})
-        if isinstance(found, ShapeIssue):
-            past = found.file == failed.file and found.line > failed.line
-            if assumed and found.severity == "error" and past:
-                said = f"{by_names(found.message, chain)} (with {assumed})"
-                further.append((found.line, dataclasses.replace(found, message=said)))
+        if isinstance(trace_at({**chain, **values}), ShapeIssue):
             continue
         if assumed:
             return _paired_note(failed, assumed, chain, solved)
@@ -172,7 +221,7 @@ def other_counts(
             f"({failed.message}); if the annotations assume it, state the "
             "relation with constraints=(...) (JAX's syntax: 'heads == 4*kv')",
         )
-    return max(further, key=lambda f: f[0])[1] if further else failed
+    return failed
 
 
 def _paired_note(

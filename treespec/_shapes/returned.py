@@ -35,7 +35,7 @@ def returned_issue(
     output: Any,
     t: Target,
     splitter: Splitter,
-    taken: tuple[dict[str, str], Collection[str], bool],
+    taken: tuple[dict[str, str], Collection[str]],
     runs: tuple[Callable[[dict[str, int]], Any], Callable[[Any], Any]],
     names: tuple[Sequence[str], Mapping[str, int]] | None,
 ) -> ShapeIssue | None:
@@ -48,14 +48,14 @@ def returned_issue(
     (unknown -> size), and those of them guessed (`relations.matched`):
     one assignment of several that pass, so a size that came out by a
     guess is an error only where the run fails with the guess made the
-    return's own size instead (`_forced`); and whether the run took a
-    value by choice or default (a static's, a constructor's). Where it did,
-    only where an unknown was set to that argument's size: a choice or a
-    default that keeps two sizes equal is the caller's (`padding="SAME"`).
-    Sizes a value given fixes stay put at every witness: never read."""
-    relations, guessed, chose = taken
+    return's own size instead (`_forced`). Only where an unknown was set
+    to that argument's size: a static's choice, a default or a library's
+    own (`padding="SAME"`) that keeps two sizes equal is the caller's to
+    make. Sizes a value given fixes stay put at every witness: never
+    read."""
+    relations, guessed = taken
     of = (t.spec.returns, [p.node for p in t.spec.params])
-    led = set(relations.values()) if chose else own_names(of[1])
+    led = set(relations.values())
     if not led & own_names(of[1]):
         return None  # no unknown was set to an argument's size: none led there
     said = returned_as_another(output, *of, (relations, led))
@@ -175,8 +175,9 @@ def at_witnesses(
         )
         for at in every
     ]
-    if not every or not all(said) or said[0] is None:
-        return {}, None
+    pairs = {found[1] for found in said if found is not None}
+    if not every or not all(said) or said[0] is None or len(pairs) != 1:
+        return {}, None  # at one, or as other names, a size meets one by chance
     (issue, pair), sizes = said[0], {**every[0], **fixed}
     return sizes, (dataclasses.replace(issue, got=by_names(issue.got, every[0])), pair)
 
