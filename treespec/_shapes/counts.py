@@ -133,12 +133,13 @@ def _paired(
     ]
     if 1 in counts.values():  # one head of `dh` against `h` of them: `h*dh`
         against += [(1, n) for n in [*_times(pairs), *_folded(failed)] if n in sizes]
+    against = list(dict.fromkeys(against))
     groups = [[c for c, v in counts.items() if v == value] for value, _ in against]
     for chosen, (_, n) in [*zip(groups, against), *_each(against, counts)]:
         set_to = {**counts, **dict.fromkeys(chosen, sizes[n])}
         said = ", ".join(f"{c}={n}" for c in chosen)
         yield sizes, set_to, said
-        for x, y in named:
+        for x, y in [(x, y) for x, y in named if n not in (x, y)]:
             for big, small in ((x, y), (y, x)):
                 product = {**sizes, big: sizes[n] * sizes[small]}
                 yield product, set_to, f"{big} == {n}*{small} and {said}"

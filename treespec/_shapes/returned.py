@@ -97,7 +97,7 @@ def _forced(
             relations.update(dict.fromkeys(unknowns, other))
             try:
                 args, kwargs = call[0](call[1])
-            except Exception:
+            except Exception:  # a build that refuses those sizes: not one that runs
                 continue
             if trace(t.inner, splitter, args, kwargs).error is None:
                 return False
@@ -117,7 +117,7 @@ def _returned_at(
         args, kwargs = call(at)
         with lines_run(t.inner) as ran:
             trace(t.inner, splitter, args, kwargs, returns=False)
-    except Exception:
+    except Exception:  # the finding stands, at the `def` line
         return t.line
     return ran.returned or t.line
 
