@@ -12,8 +12,8 @@ from .._runtime.calling.splitter import Splitter
 from .arguments import Target
 from .outcomes import outcome, validation_text
 from .report import ShapeIssue
-from .tracing import trace
-from .user_code import called_at, code_file, frames_of, lines_run, user_line
+from .tracing import returned_line
+from .user_code import called_at, code_file, frames_of, user_line
 
 __all__ = ["in_user_words", "issue_of"]
 
@@ -30,9 +30,7 @@ def issue_of(
     if isinstance(error, ValidationError) and stage == "arguments":
         return ShapeIssue("error", t.file, t.line, t.name, validation_text(error))
     if isinstance(error, ValidationError) and stage == "return":
-        with lines_run(t.inner) as ran:  # traced again: where it returned
-            trace(t.inner, splitter, *call, returns=False)
-        line = ran.returned or t.line
+        line = returned_line(t.inner, splitter, *call) or t.line
         return ShapeIssue("error", t.file, line, t.name, validation_text(error))
     frames = frames_of(error)
     file, line = user_line(frames, code_file(t.inner), (t.file, t.line))

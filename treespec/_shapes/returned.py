@@ -24,8 +24,7 @@ from .arguments import Target
 from .leaves import own_names
 from .readings import by_names
 from .report import ShapeIssue
-from .tracing import trace
-from .user_code import lines_run
+from .tracing import returned_line, trace
 from .witness import witnesses
 
 __all__ = ["returned_issue"]
@@ -114,12 +113,9 @@ def _returned_at(
     its `def` line where that build refuses the sizes (a library's
     constructor may, at symbolic sizes a relation set equal)."""
     try:
-        args, kwargs = call(at)
-        with lines_run(t.inner) as ran:
-            trace(t.inner, splitter, args, kwargs, returns=False)
+        return returned_line(t.inner, splitter, *call(at)) or t.line
     except Exception:  # the finding stands, at the `def` line
         return t.line
-    return ran.returned or t.line
 
 
 def returned_as_another(

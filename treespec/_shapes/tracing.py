@@ -21,9 +21,9 @@ from .._model.spec import Spec
 from .._runtime.calling.splitter import Splitter
 from .._runtime.reading.flags import Flags
 from .reshapes import Unequal, unequal_reshape
-from .user_code import is_abstract, unfiltered_tracebacks
+from .user_code import is_abstract, lines_run, unfiltered_tracebacks
 
-__all__ = ["Traced", "splitter_for", "trace"]
+__all__ = ["Traced", "returned_line", "splitter_for", "trace"]
 
 Stage = Literal["arguments", "body", "return"]
 
@@ -105,6 +105,17 @@ def trace(
             [next(arrays) if isinstance(leaf, jax.Array) else leaf for leaf in out],
         )
     )
+
+
+def returned_line(
+    fun: Any, splitter: Splitter, args: list[Any], kwargs: dict[str, Any]
+) -> int | None:
+    """The line of `fun` whose `return` ended the call, traced again without
+    the return value's check (`trace`); None where no `return` of its own
+    ran."""
+    with lines_run(fun) as ran:
+        trace(fun, splitter, args, kwargs, returns=False)
+    return ran.returned
 
 
 def _reshape_in(body: Any, abstract: list[Any]) -> Unequal | None:
