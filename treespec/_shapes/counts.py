@@ -86,8 +86,9 @@ def _ratios(sizes: Mapping[str, int]) -> list[int]:
 
 
 #: A try: the sizes, the counts, and what they assume that no annotation
-#: states (`d == h*dh`, `num_heads=h`), for the note; "" for a chain's.
-_Try = tuple[dict[str, int], dict[str, int], str]
+#: states, for the note: a relation (`d == h*dh`, or ""), and the counts set
+#: against named sizes (`num_heads=h`; "" for a chain's try).
+_Try = tuple[dict[str, int], dict[str, int], str, str]
 
 
 def _tries(
@@ -105,10 +106,10 @@ def _chained(names: Sequence[str], counts: Mapping[str, int]) -> Iterator[_Try]:
     at each ratio of a chain's sizes (the others as taken)."""
     every = chains(names)
     for chain in every:
-        yield chain, dict(counts), ""
+        yield chain, dict(counts), "", ""
     for chain in every:
         for name, value in itertools.product(counts, _ratios(chain)):
-            yield chain, {**counts, name: value}, ""
+            yield chain, {**counts, name: value}, "", ""
 
 
 def _paired(
@@ -138,11 +139,11 @@ def _paired(
     for chosen, (_, n) in [*zip(groups, against), *_each(against, counts)]:
         set_to = {**counts, **dict.fromkeys(chosen, sizes[n])}
         said = ", ".join(f"{c}={n}" for c in chosen)
-        yield sizes, set_to, said
+        yield sizes, set_to, "", said
         for x, y in [(x, y) for x, y in named if n not in (x, y)]:
             for big, small in ((x, y), (y, x)):
                 product = {**sizes, big: sizes[n] * sizes[small]}
-                yield product, set_to, f"{big} == {n}*{small} and {said}"
+                yield product, set_to, f"{big} == {n}*{small}", said
 
 
 def _times(pairs: Sequence[tuple[str, str]]) -> list[str]:
@@ -206,12 +207,12 @@ def other_counts(
     failure relates them, for the counts as taken, the second not, for
     other counts; the `solved` sizes, set by their relations, go unsaid):
     what fails at every try stays the error."""
-    for chain, values, assumed in _tries(names, counts, failed.message):
+    for chain, values, relation, count in _tries(names, counts, failed.message):
         trace_at = traces[values != counts]
         if isinstance(trace_at({**chain, **values}), ShapeIssue):
             continue
-        if assumed:
-            return _paired_note(failed, assumed, chain, solved)
+        if count:
+            return _paired_note(failed, (relation, count), chain, solved)
         changed = {k: v for k, v in values.items() if counts.get(k) != v}
         taken = f" and a constructor's count {shown(changed)}" if changed else ""
         return as_note(
@@ -226,11 +227,15 @@ def other_counts(
 
 
 def _paired_note(
-    failed: ShapeIssue, assumed: str, sizes: Mapping[str, int], solved: Collection[str]
+    failed: ShapeIssue,
+    assumed: tuple[str, str],
+    sizes: Mapping[str, int],
+    solved: Collection[str],
 ) -> ShapeIssue:
     """`failed` as the note of a count set against a named size (`_paired`)
-    that runs, with the relation between named sizes it needs, if any."""
-    relation, _, count = assumed.rpartition(" and ")
+    that runs (`assumed`: the relation between named sizes it needs, if
+    any, and the counts it set)."""
+    relation, count = assumed
     at = shown({k: v for k, v in sizes.items() if k not in solved})
     if not relation:
         return as_note(

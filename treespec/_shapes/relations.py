@@ -245,10 +245,9 @@ def matched(
         before = dict(relations)
         relations.update(assignment)
         found = trace()
-        if failure(found) is None:  # with the sizes solved under it
-            (guessed if guessed is not None else set()).update(
-                name for name in relations if name not in before
-            )
+        if failure(found) is None:
+            if guessed is not None:  # with the sizes solved under it
+                guessed.update(name for name in relations if name not in before)
             return (found,)
         relations.clear()
         relations.update(before)
