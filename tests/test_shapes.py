@@ -19,7 +19,18 @@ import jax
 import jax.numpy as jnp
 import pytest
 from flax import nnx
-from jaxtyping import Array, Bool, Float, Int, Key, PRNGKeyArray, PyTree, Shaped, UInt32
+from jaxtyping import (
+    Array,
+    Bool,
+    Complex,
+    Float,
+    Int,
+    Key,
+    PRNGKeyArray,
+    PyTree,
+    Shaped,
+    UInt32,
+)
 
 import treespec
 from treespec import Dynamic, Static, ValidationError
@@ -60,6 +71,29 @@ def test_an_error_is_reported_at_the_innermost_line_of_user_code() -> None:
     assert error.function == "block"
     assert "(b, n), (b, m)" in error.message
     assert error.format().endswith(f": error: block: {error.message}")
+
+
+@treespec.jit
+def _merge(
+    x: Float[Array, "b h w c"], skip: Float[Array, "b h w c"]
+) -> Float[Array, "b h w c"]:
+    return x + skip
+
+
+@treespec.jit
+def up_block(x: Float[Array, "b h w c"]) -> Float[Array, "b h w c"]:
+    skip = jnp.concatenate([x, x], axis=-1)
+    return _merge(x, skip)  # the call
+
+
+def test_a_nested_calls_refused_argument_is_said_once_on_one_line() -> None:
+    (error,) = treespec.check_shapes(up_block).errors
+    assert error.line == _line(up_block, "# the call")
+    # The callee, then the argument and its key path, each said once.
+    assert error.message.startswith("_merge: argument skip, at skip: expected ")
+    assert error.message.count("argument skip") == 1
+    assert "problem" not in error.message
+    assert error.message.endswith("got float32[b,h,w,2*c]")
 
 
 _INSTALLED = """

@@ -78,6 +78,9 @@ def outcome(error: Exception, own: str = "") -> tuple[Literal["error", "note"], 
     shape error of JAX's or of a library the code calls is an error; what
     the user's own code (`own`, the checked function's file) raises a note."""
     text = first_lines(error)
+    if isinstance(error, ValidationError):  # a nested call's arguments
+        head = f"{error.context}: " if error.context else ""
+        return "error", head + validation_text(error)
     if isinstance(error, Unequal):  # a reshape JAX let pass: JAX's error
         return "error", text
     if _INCONCLUSIVE and isinstance(error, _INCONCLUSIVE):
@@ -91,7 +94,7 @@ def outcome(error: Exception, own: str = "") -> tuple[Literal["error", "note"], 
             "not checked past this line: it needs the values of traced "
             f"arrays, which a shape check does not have ({type(error).__name__})"
         )
-    if isinstance(error, ValidationError) or (
+    if (
         isinstance(error, (TypeError, ValueError, IndexError, AssertionError))
         and raised_by_a_library(error.__traceback__, own)
         and not _NOT_A_SHAPE.search(text)
