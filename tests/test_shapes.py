@@ -1449,6 +1449,90 @@ def test_an_ordering_between_named_sizes_is_a_note_never_an_error() -> None:
     assert error.line == _line(_smoothed_bug, "# BUG"), str(error)
 
 
+def _spectral(x: Any, w: Any, bins: int, zeros_width: int) -> Any:
+    """A Fourier layer's mixing of its lowest `m` modes (an FNO's)."""
+    n, m = x.shape[1], w.shape[0]
+    x_ft = jnp.fft.rfft(x, axis=1)  # n//2 + 1 bins
+    out_ft = jnp.einsum("bmc,mco->bmo", x_ft[:, :m], w)  # m of them: m <= bins
+    full = jnp.zeros((x.shape[0], bins, zeros_width), dtype=out_ft.dtype)
+    return jnp.fft.irfft(full.at[:, :m].set(out_ft), n=n, axis=1)  # the modes set
+
+
+@treespec.jit
+def _fourier(
+    x: Float[Array, "b n c"], w: Complex[Array, "m c co"]
+) -> Float[Array, "b n co"]:
+    return _spectral(x, w, x.shape[1] // 2 + 1, w.shape[2])
+
+
+@treespec.jit
+def _fourier_bug(
+    x: Float[Array, "b n c"], w: Complex[Array, "m c co"]
+) -> Float[Array, "b n co"]:
+    return _spectral(x, w, x.shape[1] // 2 + 1, x.shape[2])  # BUG: c wide
+
+
+def test_a_size_against_a_smaller_number_that_moves_is_an_ordering() -> None:
+    # The witnesses make m larger than n//2 + 1 (19 modes of 7 bins): with
+    # m below the bins, it runs. An ordering against an expression of a
+    # named size, a note that states it in JAX's syntax; a bug further on,
+    # the error at its line.
+    report = treespec.check_shapes(_fourier)
+    assert report.errors == (), str(report)
+    (note,) = report.notes
+    assert note.line == _line(_spectral, "# m of them"), str(note)
+    assert "with m <= n//2 + 1 it runs at" in note.message, str(note)
+    assert "constraints=('m <= floordiv(n, 2) + 1',)" in note.message, str(note)
+    (error,) = treespec.check_shapes(_fourier_bug).errors
+    assert error.line == _line(_spectral, "# the modes set"), str(error)
+    assert "requested type=complex64[b,m,c]" in error.message, str(error)
+
+
+def test_the_ordering_a_note_states_is_held_by_the_witnesses() -> None:
+    # Stated, the ordering is held at the witnesses JAX's symbolic sizes
+    # need (the `.at[:, :m]` JAX cannot index symbolically): no finding,
+    # and the bug further on still the error.
+    stated = ("m <= floordiv(n, 2) + 1",)
+    assert treespec.check_shapes(_fourier, constraints=stated).problems == ()
+    (error,) = treespec.check_shapes(_fourier_bug, constraints=stated).errors
+    assert error.line == _line(_spectral, "# the modes set"), str(error)
+
+
+def test_constraints_no_witness_tried_satisfies_stop_the_check_in_a_note() -> None:
+    stated = ("n >= 100*m",)  # no witnesses lie that far apart
+    (note,) = treespec.check_shapes(_fourier, constraints=stated).problems
+    assert note.severity == "note", str(note)
+    assert "no witness sizes tried satisfy them" in note.message, str(note)
+
+
+@pytest.mark.parametrize(
+    ("constraints", "sizes", "held"),
+    [
+        (("m <= floordiv(n, 2) + 1",), {"m": 7, "n": 13}, True),
+        (("m <= floordiv(n, 2) + 1",), {"m": 8, "n": 13}, False),
+        (("d == 4*k", "n >= 2"), {"d": 12, "k": 3, "n": 2}, True),
+        (("max(a, b) >= mod(c, 4) - 1",), {"a": 1, "b": 2, "c": 7}, True),
+        (("a >= b",), {"a": 1}, False),  # a size it does not name
+        (("a >= b; import os",), {"a": 1, "b": 1}, False),  # not JAX's syntax
+    ],
+)
+def test_constraints_are_read_at_concrete_sizes_in_jaxs_syntax(
+    constraints: tuple[str, ...], sizes: dict[str, int], held: bool
+) -> None:
+    from treespec._shapes.sizes import holds
+
+    assert holds(constraints, sizes) is held
+
+
+def test_a_number_the_body_hard_codes_is_no_ordering() -> None:
+    @treespec.jit
+    def first_modes(x: Float[Array, "b m"]) -> Float[Array, "b m"]:
+        return x[:, :7] + 0 * x.sum()  # 7, whatever m is
+
+    (error,) = treespec.check_shapes(first_modes).errors
+    assert "holds only" not in error.message, str(error)
+
+
 @treespec.jit
 def _spectrum(u: Float[Array, "c ... n"]) -> Float[Array, "c ... n"]:
     n = u.shape[-1]

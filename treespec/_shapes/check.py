@@ -34,7 +34,7 @@ from .report import ShapeIssue, ShapeReport
 from .returned import returned_issue
 from .runs import MAX_COMBINATIONS, Findings, Run, planned
 from .scopes import InstanceScopes
-from .sizes import constrained, given_sizes, symbols_for
+from .sizes import constrained, given_sizes, satisfiable, symbols_for
 from .tracing import splitter_for, trace
 from .user_code import def_line, shown
 
@@ -286,11 +286,13 @@ class _Checker:
             return outcomes.relation_note(found, rel)
         # The author's own check (`assert h % 4 == 0`) fails at symbolic sizes.
         checked = found.severity == "note" and self._raised.startswith("Assert")
-        if not self.constraints and (witness.symbolic_limit(self._raised) or checked):
-            found = self._witnessed(run, free, fixed, self._raised)
-        elif found.severity == "error" and witness.undecided_division(self._raised):
-            found = outcomes.undecided_note(found)  # constraints given: no witness
-        return found
+        if not (witness.symbolic_limit(self._raised) or checked):
+            return found
+        if self.constraints and found.severity == "note":  # it says what it needs
+            return found
+        if satisfiable(sizes, free, self.constraints):  # witnesses that satisfy them
+            return self._witnessed(run, free, fixed, self._raised, sizes)
+        return outcomes.undecided_note(found)
 
     def _returned(self, output: Any, run: Run, sizes: Any, names: Any) -> Any:
         """`output`, or the error `returned.py` finds in it."""
@@ -333,7 +335,7 @@ class _Checker:
     ) -> tuple[list[str], Callable[[dict[str, int]], Any]]:
         """The names, and a trace of the run at concrete sizes of them (the
         unknowns no failure relates set equal to named sizes, `most` tries)."""
-        names, at = constrained(symbols or {}, free)
+        names, at = constrained(symbols or {}, free, self.constraints)
 
         def trace_at(sizes: dict[str, int]) -> Any:
             every = {**at(sizes), **fixed}

@@ -22,7 +22,7 @@ from .messages import unequal_sizes
 from .readings import by_names, shown
 from .report import ShapeIssue, as_note
 
-__all__ = ["MULTIPLE", "moving_number", "multiple_of", "multiples"]
+__all__ = ["MULTIPLE", "below_number", "moving_number", "multiple_of", "multiples"]
 
 #: Sizes this multiple of the odd ones (still distinct) pass an author's
 #: check of a divisibility (`assert h % 4 == 0`) that stops every witness,
@@ -126,6 +126,114 @@ def moving_number(
 
 #: How many unknowns one failure after another may set, in how many runs.
 _MOST_TAKEN, _MOST_TRIES = 4, 16
+
+
+def _floored(first: int, second: int, sizes: Mapping[str, int]) -> str | None:
+    """`n//2 + 1`: the one reading of `first` at `sizes` as a size divided
+    (floored) by a small number, plus a small constant, that is `second` at
+    twice them (an rfft's bins); a multiple of one size first."""
+    if read := _expression(first, second, sizes):
+        return read
+    readings = [
+        f"{name}//{k}" + (f" {'+' if c > 0 else '-'} {abs(c)}" if c else "")
+        for name, size in sizes.items()
+        for k in range(2, _LARGEST_DIVISOR + 1)
+        for c in range(-_LARGEST_DIVISOR, _LARGEST_DIVISOR + 1)
+        if size // k + c == first and 2 * size // k + c == second
+    ]
+    return readings[0] if len(readings) == 1 else None
+
+
+#: The largest divisor (and constant) a floored reading is tried with.
+_LARGEST_DIVISOR = 4
+
+
+def below_number(
+    trace_at: Callable[[dict[str, int]], Any],
+    failed: Sequence[tuple[dict[str, int], ShapeIssue]],
+    concrete: Callable[[dict[str, int], ShapeIssue], ShapeIssue],
+) -> ShapeIssue | None:
+    """The note of a function that fails at both witnesses where a size the
+    annotations name meets a smaller number that moves with the sizes (`m`
+    against 7 at n=13, 14 at twice: a slice `[:m]` of an rfft's `n//2 + 1`
+    bins), and runs at both with that size below the number: an ordering
+    (`m <= n//2 + 1`). Past the ordering, an error on a later line is the
+    error (`concrete` writes it). Else None: a number the body hard-codes
+    stands."""
+    if len(failed) < 2:
+        return None
+    (odd, issue), (even, other_issue) = failed[:2]
+    first, second = (
+        _size_against_number(issue, odd),
+        _size_against_number(other_issue, even),
+    )
+    if first is None or second is None:
+        return None
+    (name, at_odd), (other, at_even) = first, second
+    if other != name or at_odd == at_even:  # a number the body hard-codes
+        return None
+    tries = [
+        {**sizes, name: value}
+        for sizes, bound in ((odd, at_odd), (even, at_even))
+        if (value := _below(bound, sizes.values()))
+    ]
+    found = [(held, trace_at(held)) for held in tries]
+    failing = [(held, f) for held, f in found if isinstance(f, ShapeIssue)]
+    later = [  # another failure: on a later line, or of other sizes
+        (h, f)
+        for h, f in failing
+        if f.severity == "error"
+        and (f.line != issue.line or _size_against_number(f, h) is None)
+    ]
+    if len(tries) < 2 or len(later) != len(failing):
+        return None
+    if len(later) == 2:  # past the ordering, a bug at both witnesses
+        return concrete(*later[0])
+    bound = _floored(at_odd, at_even, {n: v for n, v in odd.items() if n != name})
+    said = f"{name} <= {bound or at_odd}"
+    stated = _FLOORED.sub(r"floordiv(\1, \2)", said)  # JAX's syntax
+    state = (
+        f"if the annotations assume it, state it with constraints=({stated!r},) "
+        "(JAX's syntax)"
+        if bound
+        else "if the annotations assume it, state the ordering with constraints=(...)"
+    )
+    if later:  # past the ordering, it runs at one witness only
+        held = next(h for h, f in found if not isinstance(f, ShapeIssue))
+        (at, past), at_first = later[0], odd
+    else:
+        (held, _), (at, past), at_first = found[0], (odd, issue), None
+    return as_note(
+        past,
+        f"holds only at some sizes: with {said} it runs at {shown(held)}, and "
+        f"{'with it, ' if at_first else ''}fails at {shown(at)} "
+        f"({by_names(past.message, at)}); {state}",
+    )
+
+
+#: A floored reading (`n//2`), as JAX's syntax writes it: `floordiv(n, 2)`.
+_FLOORED = re.compile(r"(\w+)//(\d+)")
+
+
+def _size_against_number(
+    issue: ShapeIssue, sizes: Mapping[str, int]
+) -> tuple[str, int] | None:
+    """The size a failure sets against a smaller number (`m` against 7)."""
+    pair = unequal_sizes(by_names(issue.message, sizes), listed=True)[:1]
+    name, number = (
+        (pair[0] if pair[0][1].isdigit() else pair[0][::-1]) if pair else ("", "")
+    )
+    if name in sizes and number.isdigit() and int(number) < sizes[name]:
+        return name, int(number)
+    return None
+
+
+def _below(bound: int, taken: Collection[int]) -> int | None:
+    """A size below `bound` no other size is: a prime first (whose multiples
+    a message is least likely to read as another size's)."""
+    below = [v for v in range(bound - 1, 1, -1) if v not in taken]
+    primes = [v for v in below if all(v % k for k in range(2, int(v**0.5) + 1))]
+    return next(iter(primes or below), None)
 
 
 def _note(

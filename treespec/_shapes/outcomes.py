@@ -260,13 +260,14 @@ def ordering_note(issue: ShapeIssue, orderings: list[str]) -> ShapeIssue:
 
 
 def undecided_note(issue: ShapeIssue) -> ShapeIssue:
-    """`issue` (an error where constraints are given, and no witness runs)
-    as a note: a division (or a reshape) JAX cannot decide at the sizes the
-    constraints allow is not a bug, nor checked past."""
+    """`issue` (an error JAX's symbolic sizes cannot decide at the sizes the
+    constraints given allow, where no witness sizes tried satisfy them) as a
+    note: not a bug, nor checked past."""
     return as_note(
         issue,
-        "not checked past this line: a division of sizes the constraints do "
-        f"not decide ({issue.message}); state it too",
+        "not checked past this line: JAX's symbolic sizes cannot decide it "
+        "under the constraints, and no witness sizes tried satisfy them "
+        f"({issue.message}); state the relation it needs too",
     )
 
 

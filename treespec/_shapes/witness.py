@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from .moving import MULTIPLE, moving_number, multiple_of, multiples
+from .moving import MULTIPLE, below_number, moving_number, multiple_of, multiples
 from .outcomes import ordering_needed, relation_note, suggestion, unstated_relation
 from .parity import even_names, half_of, only_there, rounded_against_floor
 from .readings import by_names, shown
@@ -134,6 +134,7 @@ def decide(
         ordering = (
             moving_number(trace_at, declared, failed)
             or _ordering(trace_at, free, declared, plain[0])
+            or below_number(trace_at, failed, _concrete)
             or multiple_of(trace_at, free, plain[0], rounded or {})
         )
         return ordering or _concrete(*plain[0])
