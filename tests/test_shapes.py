@@ -1449,6 +1449,22 @@ def test_an_ordering_between_named_sizes_is_a_note_never_an_error() -> None:
     assert error.line == _line(_smoothed_bug, "# BUG"), str(error)
 
 
+@treespec.jit
+def _expert_choice(
+    x: Float[Array, "t d"], w_gate: Float[Array, "d e"], capacity: treespec.Static[int]
+) -> Int[Array, "e capacity"]:
+    scores = jax.nn.softmax(x @ w_gate, axis=-1).T  # experts choose tokens
+    return jax.lax.top_k(scores, capacity)[1]
+
+
+def test_a_static_count_top_k_asks_for_past_the_axis_is_an_ordering() -> None:
+    # JAX's `got k=19 with shape=[e, t]`: the count is read as `capacity`,
+    # which the swap with `t` lets run.
+    (note,) = treespec.check_shapes(_expert_choice).problems
+    assert note.severity == "note", str(note)
+    assert "constraints=('t >= capacity',)" in note.message, str(note)
+
+
 def _spectral(x: Any, w: Any, bins: int, zeros_width: int) -> Any:
     """A Fourier layer's mixing of its lowest `m` modes (an FNO's)."""
     n, m = x.shape[1], w.shape[0]

@@ -57,7 +57,8 @@ def by_names(text: str, sizes: Mapping[str, int]) -> str:
             return number
         return names.get(int(number), number)
 
-    # A size a leaf bound a name to (`with d=19 bound by w`) is one.
+    # A size a leaf bound a name to (`with d=19 bound by w`) is one, and
+    # the count `top_k` asks for.
     text = _BOUND_AT.sub(lambda m: m[1] + names.get(int(m[2]), m[2]), text)
     # A line number (`called at line 22`) is never a size.
     return re.sub(r"(?<![\w.=])(?<!\bline )\d+(?!\w|\.\d)", named, text)
@@ -67,7 +68,8 @@ def by_names(text: str, sizes: Mapping[str, int]) -> str:
 #: kernel's width).
 _SMALLEST_PART = 10
 #: A `ValidationError`'s binding at a concrete size: `with d=19 bound by`.
-_BOUND_AT = re.compile(r"(with \w+=)(\d+)(?= bound by)")
+#: And the count `top_k` asks for (`got k=19 with shape=[e, t]`).
+_BOUND_AT = re.compile(r"(with \w+=|\bgot k=)(\d+)(?= bound by| with shape)")
 
 
 def shown(sizes: Mapping[str, Any]) -> str:
