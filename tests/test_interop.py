@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx, struct
+from jaxtyping import Array, Float
 
 import treespec
 from treespec import Donate, Dynamic, SpecError, Static
@@ -385,6 +386,84 @@ def test_an_annotated_nnx_attribute_an_instance_never_set_is_no_crash() -> None:
 
     np.testing.assert_allclose(f(NnxNeverSet()), 2.0)
     assert not hasattr(NnxNeverSet(), "later")
+
+
+class EqxOptionalBranch(eqx.Module):
+    """Equimo's HATBlock: a field its `__init__` sets only for some sizes."""
+
+    lin: eqx.nn.Linear
+    extra: eqx.nn.Linear | None = eqx.field(default=None)
+
+    def __init__(self, dim: int, with_extra: bool = False) -> None:
+        self.lin = eqx.nn.Linear(dim, dim, key=jax.random.key(0))
+        if with_extra:
+            self.extra = eqx.nn.Linear(dim, dim, key=jax.random.key(1))
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+        if self.extra is not None:
+            x = jax.vmap(self.extra)(x)
+        return jax.vmap(self.lin)(x)
+
+
+def test_an_equinox_field_its_init_never_set_reads_its_default() -> None:
+    # Equinox flattens such a field to a marker of its own; the function
+    # reads the class's default (None), which the annotation allows.
+    x = jnp.ones((3, 4))
+    for with_extra in (False, True):
+        module = EqxOptionalBranch(4, with_extra)
+        raw = EqxOptionalBranch.__call__.__wrapped__
+        expected = jax.jit(raw)(module, x)
+        np.testing.assert_allclose(module(x), expected)
+    report = treespec.check_shapes(EqxOptionalBranch.__call__)
+    assert report.errors == () and not report.skipped, str(report)
+    wrong = EqxOptionalBranch(4)
+    object.__setattr__(wrong, "extra", "not a layer")
+    with pytest.raises(treespec.ValidationError, match=r"self\.extra"):
+        wrong(x)
+
+
+class EqxDense(eqx.Module):
+    lin: eqx.nn.Linear
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.lin(x)
+
+
+class EqxGated(eqx.Module):
+    lin: eqx.nn.Linear
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return jax.nn.sigmoid(self.lin(x)) * x
+
+
+class EqxEitherStack(eqx.Module):
+    """Equimo's C3k2: one kind of block or the other, by a flag."""
+
+    blocks: tuple[EqxDense, ...] | tuple[EqxGated, ...]
+
+    def __init__(self, gated: bool) -> None:
+        kind = EqxGated if gated else EqxDense
+        self.blocks = (kind(eqx.nn.Linear(4, 4, key=jax.random.key(0))),)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+        for block in self.blocks:
+            x = jax.vmap(block)(x)
+        return x
+
+
+def test_a_union_of_tuples_follows_the_member_its_items_fit() -> None:
+    x = jnp.ones((3, 4))
+    for gated in (False, True):
+        stack = EqxEitherStack(gated)
+        raw = EqxEitherStack.__call__.__wrapped__
+        np.testing.assert_allclose(stack(x), jax.jit(raw)(stack, x))
+    mixed = EqxEitherStack(True)
+    object.__setattr__(mixed, "blocks", (*mixed.blocks, "not a block"))
+    with pytest.raises(treespec.ValidationError, match=r"self\.blocks\[1\]") as info:
+        mixed(x)
+    assert "blocks[0]" not in str(info.value)  # read as the member it fits
 
 
 class PlainMarked:

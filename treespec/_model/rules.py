@@ -9,7 +9,7 @@ the mypy plugin imports it at type-checking time. What a value is at run time
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Final
+from typing import Any, Final
 
 from .markers import Marker
 from .spec import (
@@ -33,6 +33,7 @@ __all__ = [
     "SEQUENCE_TYPES",
     "UNHASHABLE_TYPES",
     "is_array_annotation",
+    "left_at_default",
     "may_be_filtered_out",
     "covered",
     "covered_places",
@@ -318,6 +319,15 @@ def _spells_array_like(arrays: list[LeafNode]) -> bool:
         "numpy.ndarray" in m.type_names or "numpy.generic" in m.type_names
         for m in arrays
     )
+
+
+def left_at_default(value: Any) -> bool:
+    """Whether `value` is what Equinox flattens a field to that the class's
+    own `__init__` never set (`extra: Linear | None = eqx.field(default=None)`,
+    read as the class's default): no leaf, and nothing to check, as the
+    function reads the default."""
+    kind = type(value)
+    return kind.__qualname__ == "_Missing" and kind.__module__.startswith("equinox.")
 
 
 def may_be_filtered_out(field: Node, inferred: bool) -> bool:

@@ -17,7 +17,7 @@ from jax.tree_util import DictKey, GetAttrKey, SequenceKey, keystr
 from ..._model.errors import Issue, SpecError, a_type, describe_value, location
 from ..._model.held import held_conflict
 from ..._model.markers import Marker
-from ..._model.rules import is_array_annotation, may_be_filtered_out
+from ..._model.rules import is_array_annotation, left_at_default, may_be_filtered_out
 from ..._model.spec import (
     AnyNode,
     ClassNode,
@@ -89,17 +89,28 @@ def _node_for_class(cls: type) -> Node:
 
 
 def _pick(node: UnionNode, value: Any) -> Node:
-    """The union member that fits the value best (markers agree anyway)."""
+    """The union member that fits the value best (markers agree anyway): of
+    those whose container fits, the one most of whose items fit too
+    (`tuple[A, ...] | tuple[B, ...]` holding `B`s), the first of equals."""
     fallback: Node | None = None
-    for member in node.members:
+    fitting: list[tuple[int, int, Node]] = []
+    for index, member in enumerate(node.members):
         if isinstance(member, NoneNode):
             if value is None:
                 return member
             continue
         if not structure_issue(member, value):
-            return member
+            fitting.append((_misfits(member, value), index, member))
         fallback = fallback or member
-    return fallback or AnyNode()
+    return min(fitting, key=lambda f: f[:2])[2] if fitting else fallback or AnyNode()
+
+
+def _misfits(node: Node, value: Any) -> int:
+    """How many items of a container do not fit their part of `node`."""
+    return sum(
+        structure_issue(_child_node(node, key, index), child) is not None
+        for index, (key, child) in enumerate(child_items(value) or [])
+    )
 
 
 def _union_marker(node: UnionNode) -> tuple[Marker, str] | None:
@@ -213,14 +224,15 @@ def _walk_children(
     flag_src: str,
 ) -> None:
     """`walk` into each child of a container, but a `None` that Equinox's
-    `filter` left in a class's field (`may_be_filtered_out`)."""
+    `filter` left in a class's field (`may_be_filtered_out`) and a field
+    the class's `__init__` left at its default (`left_at_default`)."""
     for index, (key, child) in enumerate(children):
         child_node = _child_node(node, key, index)
         if (
             child is None
             and isinstance(node, ClassNode)
             and may_be_filtered_out(child_node, w.inferred)
-        ):
+        ) or left_at_default(child):
             continue  # a leaf Equinox's `filter` left out: nothing to check
         sub_flag = flag_child(flag, index, names, flag_src)
         sub_src = flag_src
