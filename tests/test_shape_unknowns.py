@@ -1346,3 +1346,57 @@ def test_a_size_against_a_multiple_of_itself_is_no_relation_to_take() -> None:
     assert len(errors) == 1, str(report)
     assert "not checked past" not in str(report), str(report)
     assert "global_dim == 2*global_dim" not in str(report), str(report)
+
+
+class OptionalWidthMlp(eqx.Module):
+    """timm's and Equimo's `Mlp`: `out_dim=None` is the input's width."""
+
+    fc1: eqx.nn.Linear
+    fc2: eqx.nn.Linear
+
+    def __init__(
+        self, dim: int, *, out_dim: int | None = None, hidden_dim: int | None = None
+    ) -> None:
+        hidden_dim = hidden_dim or 4 * dim
+        out_dim = out_dim or dim
+        k1, k2 = jax.random.split(jax.random.key(0))
+        self.fc1 = eqx.nn.Linear(dim, hidden_dim, key=k1)
+        self.fc2 = eqx.nn.Linear(hidden_dim, out_dim, key=k2)
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "n dim"]) -> Float[Array, "n dim"]:
+        return jax.vmap(self.fc2)(jax.nn.gelu(jax.vmap(self.fc1)(x)))
+
+
+class OptionalWidthMlpBug(eqx.Module):
+    fc1: eqx.nn.Linear
+    fc2: eqx.nn.Linear
+
+    def __init__(
+        self, dim: int, *, out_dim: int | None = None, hidden_dim: int | None = None
+    ) -> None:
+        hidden_dim = hidden_dim or 4 * dim
+        out_dim = out_dim or dim
+        k1, k2 = jax.random.split(jax.random.key(0))
+        self.fc1 = eqx.nn.Linear(dim, hidden_dim, key=k1)
+        self.fc2 = eqx.nn.Linear(hidden_dim, hidden_dim, key=k2)  # BUG: hidden out
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "n dim"]) -> Float[Array, "n dim"]:
+        return jax.vmap(self.fc2)(jax.nn.gelu(jax.vmap(self.fc1)(x)))
+
+
+def test_an_optional_size_left_at_none_is_checked_at_its_default_too() -> None:
+    # As a size of its own, `out_dim` breaks the return annotation; at its
+    # default the constructor makes it `dim`, as the annotation says: the
+    # module as its author builds it runs, so a note (DESIGN, "an error is
+    # certain"), which says both. A bug at the default too stays an error.
+    (note,) = treespec.check_shapes(OptionalWidthMlp.__call__).problems
+    assert note.severity == "note", str(note)
+    assert "self.out_dim" in note.message and "default None" in note.message
+    assert "got float32[n,out_dim]" in note.message, str(note)
+    (error,) = treespec.check_shapes(OptionalWidthMlpBug.__call__).errors
+    source, first = inspect.getsourcelines(OptionalWidthMlpBug.__call__)
+    returned = next(i for i, text in enumerate(source) if "return" in text)
+    assert error.line == first + returned, str(error)
+    assert "got float32[n,hidden_dim]" in error.message, str(error)

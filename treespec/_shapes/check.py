@@ -21,7 +21,7 @@ from .._model.errors import SpecError
 from .._runtime.api import spec_for
 from .._runtime.reading.flags import Flags
 from .._transforms.base import Transformed
-from . import outcomes, relations, witness
+from . import optional, outcomes, relations, witness
 from .abstract import Builder, CannotBuild, MissingValue
 from .arguments import Target, arguments_of
 from .construct import NeedsConcrete
@@ -108,7 +108,7 @@ def check_shapes(
         )
     stated = constraints_of(target.inner)  # check_with(constraints=...)
     every = tuple(dict.fromkeys([*constraints, *stated]))
-    return _Checker(target, every).run()
+    return optional.checked(lambda: _Checker(target, every).run())
 
 
 def _target(fun: Any, statics: Mapping[str, Any]) -> Target:

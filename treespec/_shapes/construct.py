@@ -22,6 +22,7 @@ import inspect
 import re
 import typing
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 import jax
@@ -31,6 +32,8 @@ from .._runtime.reading.classes import is_namedtuple
 from .witness import symbolic_limit
 
 __all__ = [
+    "OPTIONALS",
+    "Optionals",
     "by_init",
     "construct",
     "field_defaults",
@@ -290,6 +293,21 @@ def _argument(
     raise Unbuildable(where, f"{_text(annotation)}, a parameter of its constructor")
 
 
+class Optionals:
+    """The optional sizes left at their default `None` (`out_dim: int | None
+    = None`, "the input's width") that one check took as sizes of their own
+    (`taken`), or takes at that default (`at_default`: a second check, where
+    the first found an error)."""
+
+    def __init__(self, at_default: bool = False) -> None:
+        self.at_default = at_default
+        self.taken: list[str] = []
+
+
+#: The check's `Optionals` (none outside a check).
+OPTIONALS: ContextVar[Optionals | None] = ContextVar("optionals", default=None)
+
+
 def unvalued(
     name: str,
     kind: type,
@@ -309,6 +327,11 @@ def unvalued(
     size = size_of(name, False)
     if size is not None:
         return size
+    optionals = OPTIONALS.get()
+    if default is None and optionals is not None and optionals.at_default:
+        return None  # its default: the size the author derives from others
+    if default is None and optionals is not None:
+        optionals.taken.append(where)
     if type(default) is not int and not _COUNT.search(name):
         # A size no annotation names (`hidden_size`): a dimension of its
         # own, never 1, at which a bug that broadcasts would pass.
