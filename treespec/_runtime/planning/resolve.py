@@ -12,7 +12,7 @@ import dataclasses
 import threading
 from typing import Any
 
-from jax.tree_util import DictKey, GetAttrKey, SequenceKey, keystr
+from jax.tree_util import GetAttrKey, keystr
 
 from ..._model.errors import Issue, SpecError, a_type, describe_value, location
 from ..._model.held import held_conflict
@@ -21,11 +21,8 @@ from ..._model.rules import is_array_annotation, left_at_default, may_be_filtere
 from ..._model.spec import (
     AnyNode,
     ClassNode,
-    MappingNode,
     Node,
-    NoneNode,
     PyTreeNode,
-    SequenceNode,
     UnionNode,
 )
 from ..reading.classes import held_in, is_class_backed, is_nnx
@@ -34,7 +31,7 @@ from ..reading.hints import check_unfollowed, parse_annotation
 from ..reading.typing_forms import Context
 from .nnx_objects import is_variable
 from .plan import Held, Kind, LeafInfo, not_array, not_array_like, static_in_grad
-from .structure import children_issues, structure_issue
+from .structure import child_node, children_issues, pick, structure_issue
 from .tree import child_items, key_name
 
 __all__ = ["Walk", "held_fields", "walk", "walk_value"]
@@ -88,31 +85,6 @@ def _node_for_class(cls: type) -> Node:
     return node
 
 
-def _pick(node: UnionNode, value: Any) -> Node:
-    """The union member that fits the value best (markers agree anyway): of
-    those whose container fits, the one most of whose items fit too
-    (`tuple[A, ...] | tuple[B, ...]` holding `B`s), the first of equals."""
-    fallback: Node | None = None
-    fitting: list[tuple[int, int, Node]] = []
-    for index, member in enumerate(node.members):
-        if isinstance(member, NoneNode):
-            if value is None:
-                return member
-            continue
-        if not structure_issue(member, value):
-            fitting.append((_misfits(member, value), index, member))
-        fallback = fallback or member
-    return min(fitting, key=lambda f: f[:2])[2] if fitting else fallback or AnyNode()
-
-
-def _misfits(node: Node, value: Any) -> int:
-    """How many items of a container do not fit their part of `node`."""
-    return sum(
-        structure_issue(_child_node(node, key, index), child) is not None
-        for index, (key, child) in enumerate(child_items(value) or [])
-    )
-
-
 def _union_marker(node: UnionNode) -> tuple[Marker, str] | None:
     """The marker the members of a union share (they agree: checked at derivation)."""
     for member in node.members:
@@ -140,7 +112,7 @@ def _refine(
         elif leaf:
             marker = _union_marker(node) or marker
         if not leaf:
-            node = _pick(node, value)  # a container: follow the member it fits
+            node = pick(node, value)  # a container: follow the member it fits
         # A leaf keeps the whole union: validation tries every member.
     if node.marker is not None:  # `Static[Any]` around a class's instance too
         marker = (node.marker, f"{node.marker.title} on {node.origin}")
@@ -227,13 +199,13 @@ def _walk_children(
     `filter` left in a class's field (`may_be_filtered_out`) and a field
     the class's `__init__` left at its default (`left_at_default`)."""
     for index, (key, child) in enumerate(children):
-        child_node = _child_node(node, key, index)
+        sub_node = child_node(node, key, index)
         if (
             child is None
             and isinstance(node, ClassNode)
-            and may_be_filtered_out(child_node, w.inferred)
+            and may_be_filtered_out(sub_node, w.inferred)
         ) or left_at_default(child):
-            continue  # a leaf Equinox's `filter` left out: nothing to check
+            continue  # no leaf there: nothing to check
         sub_flag = flag_child(flag, index, names, flag_src)
         sub_src = flag_src
         if flag_kind(flag) not in ("none", "bool", "callable"):
@@ -241,7 +213,7 @@ def _walk_children(
         walk(
             w,
             child,
-            child_node,
+            sub_node,
             path + keystr((key,)),
             argument,
             marker,
@@ -279,25 +251,6 @@ def _held_fields(
                 f"{path}.{name}", argument, getattr(value, name), switch.text, annotated
             )
         )
-
-
-def _child_node(node: Node, key: Any, index: int) -> Node:
-    if isinstance(node, PyTreeNode):
-        return node
-    if isinstance(node, MappingNode) and isinstance(key, DictKey):
-        found = node.fields.get(key.key)
-        if found is not None:
-            return found
-        return node.values if node.values is not None else AnyNode()
-    if isinstance(node, SequenceNode) and isinstance(key, SequenceKey):
-        return node.child_at(key.idx) or AnyNode()
-    if isinstance(node, ClassNode):
-        if isinstance(key, GetAttrKey):
-            return node.fields.get(key.name) or AnyNode()
-        if isinstance(key, SequenceKey):
-            fields = list(node.fields.values())
-            return fields[key.idx] if key.idx < len(fields) else AnyNode()
-    return AnyNode()
 
 
 def _leaf(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from jax.tree_util import DictKey, GetAttrKey, SequenceKey
+
 from ..._model.errors import Issue, location
 from ..._model.spec import (
     AnyNode,
@@ -18,8 +20,9 @@ from ..._model.spec import (
     SequenceNode,
     UnionNode,
 )
+from .tree import child_items
 
-__all__ = ["children_issues", "structure_issue"]
+__all__ = ["child_node", "children_issues", "pick", "structure_issue"]
 
 
 def structure_issue(node: Node, value: Any) -> str | None:
@@ -91,3 +94,48 @@ def children_issues(
             )
         )
     return issues
+
+
+def pick(node: UnionNode, value: Any) -> Node:
+    """The union member that fits the value best (markers agree anyway): of
+    those whose container fits, the one most of whose items fit too
+    (`tuple[A, ...] | tuple[B, ...]` holding `B`s), the first of equals."""
+    fallback: Node | None = None
+    fitting: list[tuple[int, int, Node]] = []
+    for index, member in enumerate(node.members):
+        if isinstance(member, NoneNode):
+            if value is None:
+                return member
+            continue
+        if not structure_issue(member, value):
+            fitting.append((_misfits(member, value), index, member))
+        fallback = fallback or member
+    return min(fitting, key=lambda f: f[:2])[2] if fitting else fallback or AnyNode()
+
+
+def _misfits(node: Node, value: Any) -> int:
+    """How many items of a container do not fit their part of `node`."""
+    return sum(
+        structure_issue(child_node(node, key, index), child) is not None
+        for index, (key, child) in enumerate(child_items(value) or [])
+    )
+
+
+def child_node(node: Node, key: Any, index: int) -> Node:
+    """The part of `node` that describes the child at `key` (`index`)."""
+    if isinstance(node, PyTreeNode):
+        return node
+    if isinstance(node, MappingNode) and isinstance(key, DictKey):
+        found = node.fields.get(key.key)
+        if found is not None:
+            return found
+        return node.values if node.values is not None else AnyNode()
+    if isinstance(node, SequenceNode) and isinstance(key, SequenceKey):
+        return node.child_at(key.idx) or AnyNode()
+    if isinstance(node, ClassNode):
+        if isinstance(key, GetAttrKey):
+            return node.fields.get(key.name) or AnyNode()
+        if isinstance(key, SequenceKey):
+            fields = list(node.fields.values())
+            return fields[key.idx] if key.idx < len(fields) else AnyNode()
+    return AnyNode()
