@@ -8,9 +8,11 @@ match `nnx.jit`/`jax.jit` on the same model.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import logging
 import warnings
+from collections.abc import Callable
 from functools import partial
 
 import equinox as eqx
@@ -451,6 +453,50 @@ class EqxEitherStack(eqx.Module):
         for block in self.blocks:
             x = jax.vmap(block)(x)
         return x
+
+
+class EqxAbstractMixer(eqx.Module):
+    @abc.abstractmethod
+    def __call__(self, x: jax.Array) -> jax.Array: ...
+
+
+class EqxScaledMixer(EqxAbstractMixer):
+    scale: jax.Array
+    activation: Callable[[jax.Array], jax.Array] = jax.nn.gelu
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.activation(self.scale * x)
+
+
+class EqxOpenFields(eqx.Module):
+    """Equimo's SHSA: a field annotated with a base class, holding an
+    activation function the subclass adds."""
+
+    act: eqx.Module
+    mixer: EqxAbstractMixer
+
+    def __init__(self) -> None:
+        self.act = eqx.nn.Sequential([eqx.nn.Lambda(jax.nn.relu)])
+        self.mixer = EqxScaledMixer(jnp.full((4,), 2.0))
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+        return self.mixer(jax.vmap(self.act)(x))
+
+
+def test_a_field_annotated_with_a_base_class_keeps_its_functions_static(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `act: eqx.Module` and an abstract base say nothing of the leaves the
+    # instance holds: a function there is static (as eqx.filter_jit holds
+    # it), never handed to JAX as an argument.
+    module, x = EqxOpenFields(), jnp.linspace(-1.0, 1.0, 12).reshape(3, 4)
+    raw = eqx.filter_jit(EqxOpenFields.__call__.__wrapped__)
+    np.testing.assert_allclose(module(x), raw(module, x))
+    treespec.explain(EqxOpenFields.__call__, module, x)
+    explained = capsys.readouterr().out
+    assert "self.act.layers[0].fn  static" in explained, explained
+    assert "self.mixer.activation  static" in explained, explained
 
 
 def test_a_union_of_tuples_follows_the_member_its_items_fit() -> None:

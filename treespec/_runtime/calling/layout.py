@@ -7,6 +7,7 @@ all static is known per tree structure, from its plan (see `routes.py`).
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -90,11 +91,25 @@ def _only_arrays(node: Node) -> bool:
         if isinstance(current, (LeafNode, UnionNode)):
             return False
         if isinstance(current, ClassBacked):
+            if _open(current):
+                return False
             if id(current.body) in seen:
                 continue
             seen.add(id(current.body))
         stack.extend(_children(current))
     return True
+
+
+def _open(node: ClassBacked) -> bool:
+    """Whether an annotated class says nothing of the leaves its instances
+    hold: an abstract one, or one with no fields (`act: eqx.Module` holding
+    an `eqx.nn.Lambda(jax.nn.relu)`), whose subclasses add their own."""
+    cls = node.cls
+    return (
+        isinstance(node, ClassNode)
+        and isinstance(cls, type)
+        and (not node.fields or inspect.isabstract(cls))
+    )
 
 
 def _traceable_only(node: Node) -> bool:
@@ -115,6 +130,8 @@ def _traceable_only(node: Node) -> bool:
                 return False
             continue
         if isinstance(current, ClassBacked):
+            if _open(current):
+                return False
             if id(current.body) in seen:
                 continue
             seen.add(id(current.body))
