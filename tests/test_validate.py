@@ -126,6 +126,38 @@ def test_a_dimension_the_others_agree_on_blames_only_the_leaf_that_differs() -> 
     assert "batch=4 from b['x'], b['y'], b['z']; batch=5 from b['ids']" in msg, msg
 
 
+class RotaryTable(NamedTuple):
+    cos: Float[Array, "max_len d//2"]  # d is bound by the argument after it
+
+
+@treespec.jit
+def rotate(table: RotaryTable, x: Float[Array, "t d"]) -> jax.Array:
+    return x[:, : x.shape[1] // 2] * table.cos[: x.shape[0]]
+
+
+def test_an_axis_of_an_expression_is_read_after_the_names_it_uses_are_bound() -> None:
+    # selective-attention's RoPE: jaxtyping reads `d//2` only once `d` is
+    # bound, here by `x`, checked after the table.
+    assert rotate(RotaryTable(jnp.ones((16, 4))), jnp.ones((5, 8))).shape == (5, 4)
+    (msg,) = _messages(lambda: rotate(RotaryTable(jnp.ones((16, 3))), jnp.ones((5, 8))))
+    assert msg == (
+        "argument table, at table.cos: expected Float[Array, 'max_len d//2'] "
+        "with d=8 bound by x, got float32[16,3]"
+    ), msg
+
+
+def test_an_axis_of_an_expression_no_leaf_binds_is_a_spec_error_naming_it() -> None:
+    @treespec.jit
+    def half(table: Float[Array, "max_len k//2"]) -> jax.Array:
+        return table
+
+    with pytest.raises(treespec.SpecError) as info:
+        half(jnp.ones((16, 4)))
+    message = str(info.value)
+    assert message.startswith("argument table, at table: Float[Array, 'max_len k//2'] ")
+    assert "'k//2' names a size no other leaf of the call binds" in message
+
+
 def test_with_no_minority_every_binding_is_listed() -> None:
     @treespec.checked
     def f(

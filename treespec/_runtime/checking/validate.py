@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ from beartype.door import is_bearable
 
 from ..._model.errors import (
     Issue,
+    SpecError,
     describe_value,
     location,
 )
@@ -220,8 +222,20 @@ def _check_indexed(
     """`check_leaves`'s problems, by the index of the leaf in `pairs`."""
     issues: dict[int, Issue] = {}
     failed: list[int] = []
-    for i, (info, kind, value) in enumerate(pairs):
-        ok, expected = _leaf_ok(info.node, kind, value, info.path, bindings)
+    # A leaf whose annotation has an axis of an expression (a rotary table's
+    # `"max_len d//2"`) after the others, which bind its names (`x: "t d"`).
+    later = [bool(_expressions(info.node)) for info, _, _ in pairs]
+    order = sorted(range(len(pairs)), key=later.__getitem__)
+    for i in order:
+        info, kind, value = pairs[i]
+        try:
+            ok, expected = _leaf_ok(info.node, kind, value, info.path, bindings)
+        except Exception as error:
+            import jaxtyping
+
+            if not isinstance(error, jaxtyping.AnnotationError):
+                raise
+            raise _unreadable(info, error) from None
         if ok:
             continue
         if _dims_of(info, kind, value) is not None:
@@ -235,6 +249,33 @@ def _check_indexed(
     if failed:  # the first binder may be the odd one out
         _reblame(pairs, checked, failed, issues)
     return issues
+
+
+def _unreadable(info: LeafInfo, error: Exception) -> SpecError:
+    """A `SpecError` naming the leaf for jaxtyping's refusal of its annotation
+    (an axis of an expression of names no leaf of the call binds:
+    `"max_len k//2"`)."""
+    text = getattr(info.node, "text", "") or repr(info.node)
+    axes = ", ".join(f"'{axis}'" for axis in _expressions(info.node)) or "an axis"
+    return SpecError(
+        f"{location(info.argument, info.path)}: {text} cannot be checked: "
+        f"{axes} names a size no other leaf of the call binds, which jaxtyping "
+        "needs to read it. Name that size in the signature, or annotate the "
+        "leaf without the expression"
+    )
+
+
+def _expressions(node: Node) -> list[str]:
+    """The axes of a jaxtyping annotation that are expressions of names
+    (`d//2`, `t+1`), which jaxtyping reads only once they are bound."""
+    dims = getattr(getattr(node, "annotation", None), "dim_str", "")
+    if not isinstance(dims, str):
+        return []
+    return [dim for dim in dims.split() if _EXPRESSION.search(dim.lstrip("*#?"))]
+
+
+#: An operator in an axis of a jaxtyping annotation (`d//2`, `t+1`, `(h*w)`).
+_EXPRESSION = re.compile(r"[-+*/%()]")
 
 
 def _dims_of(info: LeafInfo, kind: Kind, value: Any) -> Any:
