@@ -94,6 +94,35 @@ def test_a_static_count_and_a_static_rate_take_one_said_in_a_note() -> None:
 
 
 @treespec.jit
+def rope_tables(
+    positions: Float[Array, " seq"], head_dim: int, theta: float
+) -> Float[Array, "seq head_dim"]:
+    inv = 1.0 / theta ** (jnp.arange(0, head_dim, 2) / head_dim)
+    freqs = positions[:, None] * inv
+    return jnp.cos(jnp.concatenate([freqs, freqs], axis=-1))
+
+
+@treespec.jit
+def rope_pairs(positions: Float[Array, " seq"], heads: int) -> Float[Array, "seq d"]:
+    return jnp.ones((positions.shape[0], heads)) @ jnp.ones((heads + 1, 4))  # bug
+
+
+def test_an_unmarked_int_or_float_parameter_takes_the_static_rule() -> None:
+    # eqx-zoo's `rope_cos_sin(positions, head_dim: int, theta: float)`: an
+    # `int` or `float` parameter is static under `default="infer"`, as a
+    # `Static[int]` is: named like a dimension, that size; a rate 1.0, said;
+    # a count 1, said. Checked, never skipped.
+    report = treespec.check_shapes(rope_tables)
+    assert not report.skipped and report.errors == (), str(report)
+    (note,) = report.notes
+    assert "checked with theta=1.0 (a float, never a size)" in note.message
+    report = treespec.check_shapes(rope_pairs)
+    (error,) = report.errors
+    assert "got (1,) and (2,)" in error.message, str(error)  # heads + 1 at 1
+    assert "checked with heads=1" in report.notes[0].message, str(report)
+
+
+@treespec.jit
 def pooled(x: Float[Array, "b n"], how: Static[str]) -> Float[Array, " b"]:
     return getattr(jnp, how)(x, axis=1)
 

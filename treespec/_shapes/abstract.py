@@ -185,7 +185,10 @@ class Builder:
             )
         values = finite_values(node)
         name = re.search(r"([A-Za-z_]\w*)'?\]?$", path)
-        static = marker is Marker.STATIC  # a count or a rate, not an array's
+        # A count or a rate, not an array's: marked static, or an unmarked
+        # `int` or `float` parameter (static as `default="infer"` holds it;
+        # a class's unmarked field is its `__init__`'s to set).
+        static = marker is Marker.STATIC or (marker is None and path.isidentifier())
         if values is None and annotation in (int, float) and name and static:
             return _unvalued_static(self, annotation, name[1], path)
         if values is None:
