@@ -1400,3 +1400,44 @@ def test_an_optional_size_left_at_none_is_checked_at_its_default_too() -> None:
     returned = next(i for i, text in enumerate(source) if "return" in text)
     assert error.line == first + returned, str(error)
     assert "got float32[n,hidden_dim]" in error.message, str(error)
+
+
+class RoutedExperts(eqx.Module):
+    """eqx-zoo's `SparseMoE`: its constructor refuses `k > num_experts`."""
+
+    gate: eqx.nn.Linear
+    w: jax.Array
+    k: int = eqx.field(static=True)
+
+    def __init__(self, dim: int, *, num_experts: int, num_experts_per_tok: int) -> None:
+        if not 1 <= num_experts_per_tok <= num_experts:
+            raise ValueError("num_experts_per_tok must be between 1 and num_experts")
+        self.gate = eqx.nn.Linear(dim, num_experts, key=jax.random.key(0))
+        self.w = jnp.ones((num_experts, dim, dim))
+        self.k = num_experts_per_tok
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "seq dim"]) -> Float[Array, "seq dim"]:
+        weights, idx = jax.lax.top_k(jax.vmap(self.gate)(x), self.k)
+        outs = jnp.einsum("sd,sked->ske", x, self.w[idx])
+        return (weights[..., None] * outs).sum(1)  # over the chosen experts
+
+
+class RoutedExpertsBug(RoutedExperts):
+    @treespec.jit
+    def __call__(self, x: Float[Array, "seq dim"]) -> Float[Array, "seq dim"]:
+        weights, idx = jax.lax.top_k(jax.vmap(self.gate)(x), self.k)
+        outs = jnp.einsum("sd,sked->ske", x, self.w[idx])
+        return (weights[..., None] * outs).sum(2)  # BUG: over the features
+
+
+def test_a_constructor_refusing_an_ordering_of_two_sizes_is_built_the_other_way() -> (
+    None
+):
+    # The witnesses give `num_experts_per_tok` the larger size; its
+    # constructor refuses both. With the two its message names the other
+    # way round it is built, as its author builds it: checked, no note.
+    report = treespec.check_shapes(RoutedExperts.__call__)
+    assert report.problems == (), str(report)
+    (error,) = treespec.check_shapes(RoutedExpertsBug.__call__).errors
+    assert "got float32[seq,num_experts_per_tok]" in error.message, str(error)

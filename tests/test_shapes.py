@@ -180,6 +180,21 @@ def test_an_unstated_relation_is_a_note_that_constraints_state() -> None:
 
 
 @treespec.jit
+def gram_gap(
+    f: Float[Array, "b h w c"], target: Float[Array, "b c c"]
+) -> Float[Array, "b c c"]:
+    flat = f.reshape(f.shape[0], -1, f.shape[-1])
+    gram = flat @ flat.transpose(0, 2, 1)  # (b, h*w, h*w): both axes c's
+    return gram - target
+
+
+def test_a_relation_two_axes_need_is_stated_once() -> None:
+    (note,) = treespec.check_shapes(gram_gap).notes
+    assert note.message.count("c == h*w") == 2, note.message  # said, stated
+    assert "constraints=('c == h*w',)" in note.message, note.message
+
+
+@treespec.jit
 def needs_n(x: Float[Array, "b n"], n: Static[int]) -> Float[Array, "b n"]:
     return x * n
 
@@ -1463,6 +1478,40 @@ def test_a_static_count_top_k_asks_for_past_the_axis_is_an_ordering() -> None:
     (note,) = treespec.check_shapes(_expert_choice).problems
     assert note.severity == "note", str(note)
     assert "constraints=('t >= capacity',)" in note.message, str(note)
+
+
+def _patches(x: Any, kernel: Any, rows: int) -> Any:
+    """A ViT's patchify stem: a `p`-strided `p`x`p` convolution."""
+    p = kernel.shape[-1]
+    strides = (rows, p)  # the rows' stride
+    return jax.lax.conv_general_dilated(x, kernel, strides, padding="VALID")
+
+
+@treespec.jit
+def _patchify(
+    x: Float[Array, "b c h w"], kernel: Float[Array, "d c p p"]
+) -> Float[Array, "b d h//p w//p"]:
+    return _patches(x, kernel, kernel.shape[-1])
+
+
+@treespec.jit
+def _patchify_bug(
+    x: Float[Array, "b c h w"], kernel: Float[Array, "d c p p"]
+) -> Float[Array, "b d h//p w//p"]:
+    return _patches(x, kernel, 1)  # BUG: rows not strided
+
+
+def test_witnesses_with_a_patch_larger_than_its_image_are_taken_the_other_way() -> None:
+    # The witnesses give the kernel's `p` a larger size than `h`: no patch
+    # at all, an empty output any stride passes. With the names the other
+    # way round every patch is there, and the unstrided rows show.
+    report = treespec.check_shapes(_patchify)
+    assert report.problems == (), str(report)
+    ((_, output),) = report.outputs
+    assert 0 not in output.shape, output
+    (error,) = treespec.check_shapes(_patchify_bug).errors
+    assert error.line == _line(_patchify_bug, "# BUG"), str(error)
+    assert "h//p" in error.message and "got float32[b,d,9,1]" in error.message
 
 
 def _spectral(x: Any, w: Any, bins: int, zeros_width: int) -> Any:

@@ -29,6 +29,7 @@ import jax
 
 from .._runtime.checking.symbolic import is_dim_expr
 from .._runtime.reading.classes import is_namedtuple
+from .orders import REFUSED
 from .witness import symbolic_limit
 
 __all__ = [
@@ -191,7 +192,7 @@ def construct(
         sizes = [*_shown(positional), *_shown(kwargs.values(), kwargs)]
         said = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise Refused(
-            f"{cls.__qualname__}({', '.join(sizes)}) refused: "
+            f"{cls.__qualname__}({', '.join(sizes)}{REFUSED}"
             f"{type(error).__name__}: {said}"
         ) from None
     assumed.update(mine)

@@ -204,7 +204,7 @@ def unstated_relation(text: str) -> list[str]:
         part = re.fullmatch(r"(\w+) // (\d+)", other)  # JAX's syntax has no //
         relation = f"{part[1]} == {part[2]}*{lone}" if part else f"{lone} == {other}"
         relations.append(relation)
-    return relations
+    return list(dict.fromkeys(relations))  # `(c, c)` against `(h*w, h*w)`: once
 
 
 def relation_note(issue: ShapeIssue, relations: list[str]) -> ShapeIssue:

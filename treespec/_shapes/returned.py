@@ -22,10 +22,10 @@ from .._runtime.planning.resolve import walk_value
 from .._runtime.reading.typing_forms import is_jaxtyping_array
 from .arguments import Target
 from .leaves import own_names
+from .orders import witnesses
 from .readings import by_names
 from .report import ShapeIssue
 from .tracing import returned_line, trace
-from .witness import witnesses
 
 __all__ = ["returned_issue"]
 

@@ -17,7 +17,7 @@ from .._runtime.checking.dims import bound_dims
 from .._runtime.checking.validate import scopes_of
 from .._runtime.planning.resolve import walk_value
 from .._runtime.reading.typing_forms import is_jaxtyping_array
-from .witness import witnesses
+from .orders import witnesses
 
 __all__ = [
     "constrained",

@@ -20,10 +20,18 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from .moving import MULTIPLE, below_number, moving_number, multiple_of, multiples
+from .orders import (
+    MOST_SWAPS,
+    WITNESS_PRIMES,
+    built_in_order,
+    empty,
+    not_empty,
+    witnesses,
+)
 from .outcomes import ordering_needed, relation_note, suggestion, unstated_relation
 from .parity import even_names, half_of, only_there, rounded_against_floor
 from .readings import by_names, shown
@@ -38,11 +46,6 @@ __all__ = [
     "undecided_division",
     "witnesses",
 ]
-
-#: The sizes of the first witness, one per dimension name (odd, distinct,
-#: and unlike the small numbers an axis or a literal size is written with);
-#: the second witness doubles them.
-WITNESS_PRIMES = (11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67)
 
 #: A size used as a number (`math.sqrt`, `** -0.5`, `range()`), a comparison
 #: or a division JAX cannot decide (`4 does not divide c`), a size made a
@@ -74,17 +77,6 @@ def undecided_division(text: str) -> bool:
     return symbolic_limit(text) and bool(_DIVISION.search(text))
 
 
-def witnesses(names: Iterable[str]) -> list[dict[str, int]]:
-    """Two assignments of distinct sizes to the names: odd primes, then twice
-    those (even sizes). Past the primes kept, more of the same kind."""
-    ordered = list(names)
-    odd = list(WITNESS_PRIMES)
-    while len(odd) < len(ordered):  # many names: more odd sizes, distinct
-        odd.append(odd[-1] + 2 * len(odd) + 1)
-    first = dict(zip(ordered, odd))
-    return [first, {name: 2 * size for name, size in first.items()}]
-
-
 def decide(
     trace_at: Callable[[dict[str, int]], Any],
     free: Sequence[str],
@@ -114,6 +106,8 @@ def decide(
       round (an ordering), or at multiples of 8 (a divisibility): a note.
     """
     results = [(sizes, trace_at(sizes)) for sizes in witnesses(free)]
+    free, results = built_in_order(trace_at, free, results)
+    free, results = not_empty(trace_at, free, results)
     failed = [(s, found) for s, found in results if isinstance(found, ShapeIssue)]
     if not failed:
         return results[0][1]
@@ -206,11 +200,13 @@ def _ordering(
         swaps = near + [p for p in itertools.combinations(order, 2) if p not in near]
         tries = [
             {**sizes, one: sizes[two], two: sizes[one]}
-            for one, two in swaps[:_MOST_SWAPS]
+            for one, two in swaps[:MOST_SWAPS]
         ]
     past = None  # a failure further on, with the sizes the other way round
     for held in tries:
         found = trace_at(held)
+        if empty(found):  # no patch at all: it holds for any code
+            continue
         if not isinstance(found, ShapeIssue):
             # The two sizes moved, those the failure names first (a misread
             # `2*q` at q=11 may name one only: the other moved too).
@@ -227,8 +223,6 @@ def _ordering(
 
 
 _RETURN = "the return value"
-#: How many swaps of two sizes an ordering is looked for in.
-_MOST_SWAPS = 6
 
 
 def _past_parity(

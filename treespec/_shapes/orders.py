@@ -1,0 +1,100 @@
+"""The witnesses of a shape check: two assignments of distinct sizes to the
+names, and the order the names take them in, where the first order builds
+nothing (a constructor that refuses an ordering of two sizes) or checks
+nothing (an output with an empty axis: a patch larger than its image)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import jax
+
+from .report import ShapeIssue
+
+__all__ = [
+    "MOST_SWAPS",
+    "REFUSED",
+    "WITNESS_PRIMES",
+    "built_in_order",
+    "empty",
+    "not_empty",
+    "witnesses",
+]
+
+#: The sizes of the first witness, one per dimension name (odd, distinct,
+#: and unlike the small numbers an axis or a literal size is written with);
+#: the second witness doubles them.
+WITNESS_PRIMES = (11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67)
+
+
+def witnesses(names: Iterable[str]) -> list[dict[str, int]]:
+    """Two assignments of distinct sizes to the names: odd primes, then twice
+    those (even sizes). Past the primes kept, more of the same kind."""
+    ordered = list(names)
+    odd = list(WITNESS_PRIMES)
+    while len(odd) < len(ordered):  # many names: more odd sizes, distinct
+        odd.append(odd[-1] + 2 * len(odd) + 1)
+    first = dict(zip(ordered, odd))
+    return [first, {name: 2 * size for name, size in first.items()}]
+
+
+#: How many swaps of two sizes an ordering is looked for in.
+MOST_SWAPS = 6
+
+
+#: Where a message says a constructor refused the sizes it was given
+#: (`construct.Refused`: `SparseMoE(dim=11, ...) refused: ValueError: ...`).
+REFUSED = ") refused: "
+
+
+def built_in_order(
+    trace_at: Callable[[dict[str, int]], Any],
+    free: Sequence[str],
+    results: list[tuple[dict[str, int], Any]],
+) -> tuple[Sequence[str], list[tuple[dict[str, int], Any]]]:
+    """The names and the runs at their witnesses; where a constructor refused
+    the sizes of every witness for an ordering of two of them its message
+    names (`num_experts_per_tok must be between 1 and num_experts` at 19 and
+    17), the runs with those two the other way round, as an author builds
+    it, where it is built there."""
+    said = [
+        found.message.split(REFUSED, 1)[1]
+        for _, found in results
+        if isinstance(found, ShapeIssue) and REFUSED in found.message
+    ]
+    if len(said) < len(results):
+        return free, results
+    named = [n for n in free if re.search(rf"\b{n}\b", said[0])]
+    for one, two in list(itertools.combinations(named, 2))[:MOST_SWAPS]:
+        order = [two if n == one else one if n == two else n for n in free]
+        again = [(sizes, trace_at(sizes)) for sizes in witnesses(order)]
+        refused = [f for _, f in again if isinstance(f, ShapeIssue)]
+        if not any(REFUSED in f.message for f in refused):
+            return order, again
+    return free, results
+
+
+def not_empty(
+    trace_at: Callable[[dict[str, int]], Any],
+    free: Sequence[str],
+    results: list[tuple[dict[str, int], Any]],
+) -> tuple[Sequence[str], list[tuple[dict[str, int], Any]]]:
+    """The names and the runs at their witnesses; where every run held with
+    an empty axis in its output (a patch or a kernel larger than the image
+    it strides over: no patch at all, which any bug of theirs passes), the
+    runs with the names in the other order, where none is empty there."""
+    if not all(empty(found) for _, found in results):
+        return free, results
+    order = list(reversed(free))
+    again = [(sizes, trace_at(sizes)) for sizes in witnesses(order)]
+    return (free, results) if any(empty(f) for _, f in again) else (order, again)
+
+
+def empty(found: Any) -> bool:
+    """Whether a run held with an axis of size 0 in its output."""
+    return not isinstance(found, ShapeIssue) and any(
+        0 in getattr(leaf, "shape", ()) for leaf in jax.tree_util.tree_leaves(found)
+    )
