@@ -200,14 +200,13 @@ def below_number(
     )
     if later:  # past the ordering, it runs at one witness only
         held = next(h for h, f in found if not isinstance(f, ShapeIssue))
-        (at, past), at_first = later[0], odd
+        (at, past), still = later[0], "with it, "
     else:
-        (held, _), (at, past), at_first = found[0], (odd, issue), None
+        (held, _), (at, past), still = found[0], (odd, issue), ""
     return as_note(
         past,
         f"holds only at some sizes: with {said} it runs at {shown(held)}, and "
-        f"{'with it, ' if at_first else ''}fails at {shown(at)} "
-        f"({by_names(past.message, at)}); {state}",
+        f"{still}fails at {shown(at)} ({by_names(past.message, at)}); {state}",
     )
 
 
