@@ -79,7 +79,7 @@ def constrained(
     """Where constraints are given, the symbols they leave free (`d == 4*k`
     leaves `k`) and each name's size at values of those, so that witnesses
     satisfy the constraints; the names themselves where none relate them.
-    The free names come in an order whose witnesses (`witness.witnesses`)
+    The free names come in an order whose witnesses (`orders.witnesses`)
     satisfy every constraint, an ordering's too (`m <= floordiv(n, 2) + 1`
     gives `m` a smaller witness than `n`), where one tried does
     (`satisfiable`)."""
