@@ -9,6 +9,7 @@ from typing import Any, Literal, NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import pytest
 from flax import nnx
 from jaxtyping import Array, Float, Int
 
@@ -259,3 +260,149 @@ def test_a_count_of_one_against_h_of_a_width_is_set_at_h() -> None:
     model(jnp.zeros((3, 16)), cache, jnp.array(0))  # it runs
     report = treespec.check_shapes(WidthDecode.__call__)
     assert report.ok, str(report)
+
+
+# -- what the mutation audit found untested (each a line broken once) -------
+
+
+class MergedKvHeads(eqx.Module):
+    n_kv_heads: int = eqx.field(static=True)
+
+    def __init__(self, n_kv_heads: int) -> None:
+        self.n_kv_heads = n_kv_heads
+
+    @treespec.jit
+    def __call__(self, k: Float[Array, "b kvh dh"]) -> Float[Array, "b e"]:
+        return k.reshape(k.shape[0], self.n_kv_heads * k.shape[-1])
+
+
+class CachedKeysRepeated(eqx.Module):
+    num_heads: int = eqx.field(static=True)
+    head_dim: int = eqx.field(static=True)
+    repeat_count: int = eqx.field(static=True)
+    proj: eqx.nn.Linear
+
+    def __init__(
+        self, d: int, num_heads: int, head_dim: int, repeat_count: int
+    ) -> None:
+        self.num_heads, self.head_dim = num_heads, head_dim
+        self.repeat_count = repeat_count
+        self.proj = eqx.nn.Linear(d, num_heads * head_dim, key=jax.random.key(0))
+
+    @treespec.jit
+    def __call__(
+        self, x: Float[Array, "b d"], keys: Float[Array, "b h s dh"]
+    ) -> Float[Array, "b h s+1 dh"]:
+        k = jax.vmap(self.proj)(x).reshape(x.shape[0], self.num_heads, 1, self.head_dim)
+        k = jnp.repeat(k, self.repeat_count, axis=2)  # one new position: 1
+        return jnp.concatenate([keys, k], axis=2)
+
+
+class BiasPerHead(eqx.Module):
+    num_heads: int = eqx.field(static=True)
+    q: eqx.nn.Linear
+
+    def __init__(self, d_model: int, num_heads: int) -> None:
+        self.num_heads = num_heads
+        self.q = eqx.nn.Linear(d_model, d_model, key=jax.random.key(0))
+
+    @treespec.jit
+    def __call__(
+        self, x: Float[Array, "b d"], bias: Float[Array, "b h dh"]
+    ) -> Float[Array, "b h dh"]:
+        return bias + jax.vmap(self.q)(x).reshape(x.shape[0], self.num_heads, -1)
+
+
+class FirstHeadsMerged(eqx.Module):
+    num_heads: int = eqx.field(static=True)
+
+    def __init__(self, num_heads: int) -> None:
+        self.num_heads = num_heads
+
+    @treespec.jit
+    def __call__(
+        self, x: Float[Array, "b h dh"], y: Float[Array, "b h dh"]
+    ) -> Float[Array, "b e"]:
+        b = x.shape[0]
+        return x.reshape(b, -1) + y[:, : self.num_heads].reshape(b, -1)
+
+
+@pytest.mark.parametrize(
+    ("method", "taken"),
+    [
+        # A reshape JAX refuses, `(b, kvh, dh)` into `(b, dh)`: the count is
+        # the axis folded away.
+        (MergedKvHeads.__call__, "n_kv_heads=kvh"),
+        # Two counts at 1: the heads set alone (a repeat count set with them
+        # breaks the concatenation).
+        (CachedKeysRepeated.__call__, "num_heads=h"),
+        # JAX writes the product first, `(b, dh*h)` against `(b, dh)`.
+        (FirstHeadsMerged.__call__, "num_heads=h"),
+    ],
+)
+def test_a_count_is_set_against_the_size_the_message_pairs_it_with(
+    method: Any, taken: str
+) -> None:
+    report = treespec.check_shapes(method)
+    assert report.errors == (), str(report)
+    assert any(taken in note.message for note in report.notes), str(report)
+
+
+def test_a_count_against_a_product_read_either_way_round() -> None:
+    # `(b, h, dh)` against `(b, 1, d)`: the product is the second's, and
+    # `d == h*dh` is the relation the note states.
+    report = treespec.check_shapes(BiasPerHead.__call__)
+    assert report.errors == (), str(report)
+    assert any("d == h*dh" in note.message for note in report.notes), str(report)
+
+
+class GatedBy(eqx.Module):
+    score: eqx.nn.Linear
+
+    def __init__(self, in_features: int) -> None:
+        self.score = eqx.nn.Linear(in_features, "scalar", key=jax.random.key(0))
+
+    @treespec.jit
+    def __call__(
+        self, x: Float[Array, "b din"], y: Float[Array, "b dy"]
+    ) -> Float[Array, "b dout"]:
+        gate = jax.nn.sigmoid(jax.vmap(self.score)(x))  # in_features == din
+        return y * gate[:, None]  # dout is dy by the code, no unknown set to dy
+
+
+class SeventeenWide(eqx.Module):
+    lin: eqx.nn.Linear
+
+    def __init__(self, in_features: int) -> None:
+        self.lin = eqx.nn.Linear(in_features, 17, key=jax.random.key(0))
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "b din"]) -> Float[Array, "b k"]:
+        return jax.vmap(self.lin)(x)  # k is 17, whatever din is
+
+
+def test_a_return_size_no_unknown_was_set_to_is_no_error() -> None:
+    # `dout` comes out `dy` by the code itself, and 17 is `din`'s first
+    # witness only by chance: neither is a size an unknown was set to.
+    for method in (GatedBy.__call__, SeventeenWide.__call__):
+        report = treespec.check_shapes(method)
+        assert report.errors == (), str(report)
+
+
+class PaddedResidual(eqx.Module):
+    lin: eqx.nn.Linear
+
+    def __init__(self, in_features: int, out_features: int) -> None:
+        self.lin = eqx.nn.Linear(in_features, out_features, key=jax.random.key(0))
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "b din"]) -> Float[Array, "b dout"]:
+        y = x + jax.vmap(self.lin)(x)  # out_features == din
+        width = max(y.shape[1], 3)  # a number: read at the witnesses
+        return jnp.pad(y, ((0, 0), (0, width - y.shape[1])))
+
+
+def test_a_return_found_at_witnesses_says_its_sizes_by_name() -> None:
+    (error,) = treespec.check_shapes(PaddedResidual.__call__).errors
+    assert "got float32[b,din]" in error.message, str(error)
+    assert "always comes out din" in error.message, str(error)
