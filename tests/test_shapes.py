@@ -2751,3 +2751,31 @@ def test_a_suggested_constraint_is_the_comparison_the_code_makes() -> None:
     text = "comparison 'n' >= 'm'"
     assert suggestion(text, runs_at={"n": 2, "m": 5}) == "m >= n + 1"
     assert suggestion(text, runs_at={"n": 5, "m": 2}) == "n >= m"
+
+
+def test_the_checks_own_traces_are_no_retrace_storm(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A nested function given a size as a plain int is traced once per size
+    # the check runs at: the check's doing, not the user's program, so the
+    # retrace warning (and its count) stays out of the command's output.
+    import logging
+
+    @treespec.jit
+    def table(n: int) -> Float[Array, " n"]:
+        return jnp.arange(n) * 1.0
+
+    def user(k: int) -> Any:
+        @treespec.jit
+        def scaled(x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+            return x * table(int(x.shape[1]) + k)[k:]  # a number: at witnesses
+
+        return scaled
+
+    with caplog.at_level(logging.WARNING, logger="treespec"):
+        for k in range(1, 8):
+            assert treespec.check_shapes(user(k)).ok
+        assert [r.getMessage() for r in caplog.records] == []
+        for n in range(1, 8):  # the user's own calls, as before
+            table(n)
+    assert any("table traced" in r.getMessage() for r in caplog.records)

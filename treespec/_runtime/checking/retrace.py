@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 
 import jax
 from jax.tree_util import keystr
@@ -27,6 +29,7 @@ __all__ = [
     "explain_enabled",
     "log_retrace",
     "nearest",
+    "retraces_unsaid",
 ]
 
 logger = logging.getLogger("treespec")
@@ -207,6 +210,22 @@ def retrace_warnings_enabled() -> bool:
     return os.environ.get("TREESPEC_RETRACE_WARNING", "1") not in ("", "0")
 
 
+#: Whether this thread traces for the shape check (`retraces_unsaid`).
+_UNSAID: ContextVar[bool] = ContextVar("retraces_unsaid", default=False)
+
+
+@contextlib.contextmanager
+def retraces_unsaid() -> Iterator[None]:
+    """While the shape check traces (in this thread only): the check's own
+    traces of a nested function, one per witness size, are no retrace storm
+    of the user's program, so they are neither counted nor warned of."""
+    token = _UNSAID.set(True)
+    try:
+        yield
+    finally:
+        _UNSAID.reset(token)
+
+
 class ScalarWatch:
     """Warns once per function when unmarked Python scalars, held static by
     the 'infer' default, keep forcing new traces."""
@@ -232,7 +251,7 @@ class ScalarWatch:
         """A retrace of function `name` (its `count`-th trace) from `before`
         to `now`: count the unmarked scalars that changed, warn past the
         threshold."""
-        if self.warned:
+        if self.warned or _UNSAID.get():
             return
         for info, kind, leaf in view.pairs:
             if (
