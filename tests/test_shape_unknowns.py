@@ -1402,6 +1402,65 @@ def test_an_optional_size_left_at_none_is_checked_at_its_default_too() -> None:
     assert "got float32[n,hidden_dim]" in error.message, str(error)
 
 
+class CategoricalTokens(nnx.Module):
+    """An FT-Transformer's tokenizer: one embedding per categorical feature,
+    as many as `cardinalities` has, which is `n_cat`."""
+
+    def __init__(
+        self, cardinalities: tuple[int, ...], embed_dim: int, *, rngs: nnx.Rngs
+    ) -> None:
+        embeds = [nnx.Embed(c, embed_dim, rngs=rngs) for c in cardinalities]
+        self.embeds = nnx.List(embeds)
+
+    @treespec.jit
+    def __call__(self, cat: Int[Array, "b n_cat"]) -> Float[Array, "b n_cat embed_dim"]:
+        return jnp.stack([e(cat[:, i]) for i, e in enumerate(self.embeds)], axis=1)
+
+
+class CategoricalTokensBug(nnx.Module):
+    def __init__(
+        self, cardinalities: tuple[int, ...], embed_dim: int, *, rngs: nnx.Rngs
+    ) -> None:
+        embeds = [nnx.Embed(c, embed_dim, rngs=rngs) for c in cardinalities]
+        self.embeds = nnx.List(embeds)
+
+    @treespec.jit
+    def __call__(self, cat: Int[Array, "b n_cat"]) -> Float[Array, "b n_cat embed_dim"]:
+        return jnp.stack([e(cat[:, i]) for i, e in enumerate(self.embeds)], axis=2)
+
+
+class EqxCategoricalTokens(eqx.Module):
+    embeds: list[eqx.nn.Embedding]
+
+    def __init__(self, cardinalities: tuple[int, ...], embed_dim: int) -> None:
+        key = jax.random.key(0)
+        self.embeds = [eqx.nn.Embedding(c, embed_dim, key=key) for c in cardinalities]
+
+    @treespec.jit
+    def __call__(self, cat: Int[Array, "n_cat"]) -> Float[Array, "n_cat+1 embed_dim"]:
+        tokens = jnp.stack([e(cat[i]) for i, e in enumerate(self.embeds)])
+        return jnp.concatenate([jnp.zeros_like(tokens[:1]), tokens])
+
+
+def test_a_sequence_of_sizes_has_as_many_parts_as_the_size_it_stands_for() -> None:
+    # `cardinalities` is taken with two parts, each a size of its own; the
+    # module then makes two tokens where the annotation says n_cat. With as
+    # many parts as n_cat, as its author builds it, it runs: a note saying
+    # both (DESIGN, "an error is certain"). A wrong axis fails at any
+    # length: the error stands, at its line.
+    for clean in (CategoricalTokens, EqxCategoricalTokens):
+        report = treespec.check_shapes(clean.__call__)
+        assert report.ok, str(report)
+        (note,) = report.problems
+        assert "self.cardinalities of n_cat parts" in note.message, str(note)
+        assert "with two parts" in note.message, str(note)
+    (error,) = treespec.check_shapes(CategoricalTokensBug.__call__).errors
+    source, first = inspect.getsourcelines(CategoricalTokensBug.__call__)
+    returned = next(i for i, text in enumerate(source) if "return" in text)
+    assert error.line == first + returned, str(error)
+    assert "of n_cat parts" not in error.message, str(error)
+
+
 class RoutedExperts(eqx.Module):
     """eqx-zoo's `SparseMoE`: its constructor refuses `k > num_experts`."""
 

@@ -108,7 +108,9 @@ def check_shapes(
         )
     stated = constraints_of(target.inner)  # check_with(constraints=...)
     every = tuple(dict.fromkeys([*constraints, *stated]))
-    return optional.checked(lambda: _Checker(target, every).run())
+    spec = target.spec
+    names = own_names([*(p.node for p in spec.params), spec.returns])
+    return optional.checked(lambda: _Checker(target, every).run(), sorted(names))
 
 
 def _target(fun: Any, statics: Mapping[str, Any]) -> Target:

@@ -22,19 +22,17 @@ import inspect
 import re
 import typing
 from collections.abc import Callable, Mapping
-from contextvars import ContextVar
 from typing import Any
 
 import jax
 
 from .._runtime.checking.symbolic import is_dim_expr
 from .._runtime.reading.classes import is_namedtuple
+from .optional import MOST_PARTS, OPTIONALS
 from .orders import REFUSED
 from .witness import symbolic_limit
 
 __all__ = [
-    "OPTIONALS",
-    "Optionals",
     "by_init",
     "construct",
     "field_defaults",
@@ -286,27 +284,30 @@ def _argument(
         assumed[where] = (1,)
         return (1,)
     if _of_ints(annotation):
-        # Sizes of each part (`widths`): two parts, each a size of its own,
-        # so that a layer sized for the first where the last belongs shows.
-        return tuple(size_of(f"{name}{i}", True) for i in range(2))
+        return _parts(name, size_of, where)
     if annotation in (float, "float"):
         return unvalued(name, float, size_of, assumed, where)
     raise Unbuildable(where, f"{_text(annotation)}, a parameter of its constructor")
 
 
-class Optionals:
-    """The optional sizes left at their default `None` (`out_dim: int | None
-    = None`, "the input's width") that one check took as sizes of their own
-    (`taken`), or takes at that default (`at_default`: a second check, where
-    the first found an error)."""
-
-    def __init__(self, at_default: bool = False) -> None:
-        self.at_default = at_default
-        self.taken: list[str] = []
-
-
-#: The check's `Optionals` (none outside a check).
-OPTIONALS: ContextVar[Optionals | None] = ContextVar("optionals", default=None)
+def _parts(name: str, size_of: Callable[[str, bool], Any | None], where: str) -> Any:
+    """Sizes of each part (`widths`, `cardinalities`): two parts, each a size
+    of its own, so that a layer sized for the first where the last belongs
+    shows; or, in a check again (`Optionals.length`), as many parts as a
+    size of the checked function (its length stands for `n_cat`), each one
+    of those two sizes in turn."""
+    optionals = OPTIONALS.get()
+    follow = optionals.length if optionals is not None else None
+    count: Any = 2
+    if optionals is not None and follow is None:
+        optionals.parts.append(where)
+    elif follow is not None:
+        count = size_of(follow, False)
+        if type(count) is not int:  # a tuple's length is a number
+            raise NeedsConcrete(f"the length of {where} stands for {follow}")
+        if count > MOST_PARTS:  # a layer each: sizes a model is built at
+            raise Refused(f"{where} of {follow}={count} parts{REFUSED}too many")
+    return tuple(size_of(f"{name}{i % 2}", True) for i in range(count))
 
 
 def unvalued(
@@ -326,9 +327,11 @@ def unvalued(
         assumed[where] = 1.0
         return 1.0
     size = size_of(name, False)
-    if size is not None:
-        return size
     optionals = OPTIONALS.get()
+    if size is not None:
+        if optionals is not None:
+            optionals.bound.add(name)
+        return size
     if default is None and optionals is not None and optionals.at_default:
         return None  # its default: the size the author derives from others
     if default is None and optionals is not None:
