@@ -327,12 +327,38 @@ class FirstHeadsMerged(eqx.Module):
         return x.reshape(b, -1) + y[:, : self.num_heads].reshape(b, -1)
 
 
+class MergedKvHeadsKept(eqx.Module):
+    n_kv_heads: int = eqx.field(static=True)
+
+    def __init__(self, n_kv_heads: int) -> None:
+        self.n_kv_heads = n_kv_heads
+
+    @treespec.jit
+    def __call__(self, k: Float[Array, "b kvh dh"]) -> Float[Array, "b e 1"]:
+        return k.reshape(k.shape[0], self.n_kv_heads * k.shape[-1], 1)
+
+
+class MergedKvHeadsOfOne(eqx.Module):
+    n_kv_heads: int = eqx.field(static=True)
+
+    def __init__(self, n_kv_heads: int) -> None:
+        self.n_kv_heads = n_kv_heads
+
+    @treespec.jit
+    def __call__(self, k: Float[Array, "b kvh 1 dh"]) -> Float[Array, "b e"]:
+        return k.reshape(k.shape[0], self.n_kv_heads * k.shape[-1])
+
+
 @pytest.mark.parametrize(
     ("method", "taken"),
     [
+        # From `(b, kvh, 1, dh)`: its axis of one is no size folded away.
+        (MergedKvHeadsOfOne.__call__, "n_kv_heads=kvh"),
         # A reshape JAX refuses, `(b, kvh, dh)` into `(b, dh)`: the count is
         # the axis folded away.
         (MergedKvHeads.__call__, "n_kv_heads=kvh"),
+        # Into `(b, dh, 1)`: an axis of one added is no size to fold.
+        (MergedKvHeadsKept.__call__, "n_kv_heads=kvh"),
         # Two counts at 1: the heads set alone (a repeat count set with them
         # breaks the concatenation).
         (CachedKeysRepeated.__call__, "num_heads=h"),
@@ -406,3 +432,79 @@ def test_a_return_found_at_witnesses_says_its_sizes_by_name() -> None:
     (error,) = treespec.check_shapes(PaddedResidual.__call__).errors
     assert "got float32[b,din]" in error.message, str(error)
     assert "always comes out din" in error.message, str(error)
+
+
+@treespec.jit
+def project(w: Float[Array, "i g"], x: Float[Array, "b i"]) -> Float[Array, "b g"]:
+    return x @ w
+
+
+@treespec.jit
+def project_named(
+    w: Float[Array, "in_features g"], x: Float[Array, "b in_features"]
+) -> Float[Array, "b g"]:
+    return x @ w
+
+
+class RankSlip(eqx.Module):
+    """Hands a rank-3 `x` to a nested call annotated `"b i"`."""
+
+    w: jax.Array
+
+    def __init__(self, in_features: int, out_features: int) -> None:
+        self.w = jnp.zeros((in_features, out_features))
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "b s d"]) -> Float[Array, "b s e"]:
+        return project(self.w, x)
+
+
+class RankSlipNamed(eqx.Module):
+    w: jax.Array
+
+    def __init__(self, in_features: int, out_features: int) -> None:
+        self.w = jnp.zeros((in_features, out_features))
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "b s d"]) -> Float[Array, "b s e"]:
+        return project_named(self.w, x)
+
+
+def test_a_nested_call_given_another_rank_is_an_error_no_size_fixes() -> None:
+    # `"b i"` given `[b,s,d]`: no value of the constructor's `in_features`
+    # makes a rank-3 array rank 2, so nothing is taken (neither the nested
+    # function's own `i` nor `in_features == in_features`) and the call's
+    # line is an error, not a stop in a note that exits 0.
+    for cls in (RankSlip, RankSlipNamed):
+        report = treespec.check_shapes(cls.__call__)
+        (error,) = report.errors
+        assert "got float32[b,s,d]" in error.message, str(error)
+        assert "not checked past" not in str(report), str(report)
+        assert "in_features ==" not in str(report), str(report)
+
+
+class DoubledHeads(eqx.Module):
+    """Heads of `2*d` folded from a doubled width: the message's `2*d`
+    has a number where a count's partner is read."""
+
+    num_heads: int = eqx.field(static=True)
+
+    def __init__(self, num_heads: int) -> None:
+        self.num_heads = num_heads
+
+    @treespec.jit
+    def __call__(
+        self, x: Float[Array, "t d"], g: Float[Array, "t d"]
+    ) -> Float[Array, "t d"]:
+        y = jnp.concatenate([x, x], axis=-1).reshape(x.shape[0], self.num_heads, -1)
+        return (y * g[:, None, :]).mean(axis=1)
+
+
+def test_a_count_against_a_number_times_a_size_is_checked_not_skipped() -> None:
+    # With one head, `(t, 1, 2*d)` meets `(t, 1, d)`: `2*d` names the
+    # number 2, never a size to set the count to. The check runs (two heads
+    # of d), no skip and no error.
+    report = treespec.check_shapes(DoubledHeads.__call__)
+    assert report.errors == (), str(report)
+    assert not any(p.skipped for p in report.problems), str(report)
+    assert "num_heads=2" in str(report), str(report)

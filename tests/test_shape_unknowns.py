@@ -1500,3 +1500,130 @@ def test_a_constructor_refusing_an_ordering_of_two_sizes_is_built_the_other_way(
     assert report.problems == (), str(report)
     (error,) = treespec.check_shapes(RoutedExpertsBug.__call__).errors
     assert "got float32[seq,num_experts_per_tok]" in error.message, str(error)
+
+
+class Stacked(NamedTuple):
+    w: Float[Array, "l d d"]
+    b: Float[Array, "l d"]
+
+
+@treespec.jit
+def ema_step(ema: Stacked, params: Stacked, decay: Float[Array, " l"]) -> Stacked:
+    def update(e: jax.Array, p: jax.Array) -> jax.Array:
+        rate = decay.reshape((-1,) + (1,) * (p.ndim - 1))
+        return e - (1.0 - rate) * (e - p)
+
+    return jax.tree.map(update, ema, params)
+
+
+def test_relations_taken_hold_together() -> None:
+    # Two arguments of one class bind their names per instance: the code
+    # needs `d of ema == d of params`, then `l of params == l`, and each
+    # relation taken holds with the others (`l of ema` is `l` too), so the
+    # check goes on to the end, never stops at "a size the checker cannot
+    # evaluate"; the note says each relation once.
+    report = treespec.check_shapes(ema_step)
+    assert report.ok, str(report)
+    (note,) = report.problems
+    assert "not checked past" not in note.message, str(note)
+    assert "l of params == l" in note.message, str(note)
+    assert "d of params == d of ema" not in note.message, str(note)
+
+
+class HeadCache(eqx.Module):
+    k: Float[Array, "max_len kv_heads head_dim"]
+
+    @treespec.jit
+    def update(
+        self, k: Float[Array, "seq kv_heads head_dim"], start: Int[Array, ""]
+    ) -> HeadCache:
+        return HeadCache(jax.lax.dynamic_update_slice_in_dim(self.k, k, start, axis=0))
+
+
+class OneHeadKeys(eqx.Module):
+    proj: eqx.nn.Linear
+
+    def __init__(self, dim: int, head_dim: int) -> None:
+        self.proj = eqx.nn.Linear(dim, head_dim, key=jax.random.key(0))
+
+    @treespec.jit
+    def __call__(
+        self, x: Float[Array, "seq dim"], cache: HeadCache, start: Int[Array, ""]
+    ) -> HeadCache:
+        k = jax.vmap(self.proj)(x)[:, None, :]  # one head where the cache has kv_heads
+        return cache.update(k, start)
+
+
+def test_an_unknown_tried_at_each_named_size_is_no_size_it_cannot_evaluate() -> None:
+    # The body hard-codes one head against the cache's `kv_heads`: no value
+    # of the constructor's `head_dim` helps, and each value tried asks for
+    # itself again. That is the failure standing, an error at the call, not
+    # a stop at "a size the checker cannot evaluate" that exits 0.
+    report = treespec.check_shapes(OneHeadKeys.__call__)
+    (error,) = report.errors
+    assert "got float32[seq,1,head_dim]" in error.message, str(error)
+    assert "cannot evaluate" not in str(report), str(report)
+
+
+class GroupedKeys(eqx.Module):
+    proj: eqx.nn.Linear
+    num_kv_heads: int = eqx.field(static=True)
+    head_dim: int = eqx.field(static=True)
+
+    def __init__(self, dim: int, num_kv_heads: int, head_dim: int) -> None:
+        self.proj = eqx.nn.Linear(dim, num_kv_heads * head_dim, key=jax.random.key(0))
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = head_dim
+
+    @treespec.jit
+    def __call__(
+        self, x: Float[Array, "seq dim"], cache: HeadCache, start: Int[Array, ""]
+    ) -> HeadCache:
+        shape = (x.shape[0], self.num_kv_heads, self.head_dim)
+        return cache.update(jax.vmap(self.proj)(x).reshape(shape), start)
+
+
+def test_a_count_against_a_nested_calls_bound_size_is_set_at_it() -> None:
+    # eqx-zoo's grouped-query attention: the key-value heads, a count taken
+    # as 1, meet the cache's `kv_heads` through the nested call's refusal
+    # (`kv_heads=kv_heads bound by self.k, got float32[seq,1,head_dim]`).
+    # Built with as many, as its author builds it, it runs: a note.
+    report = treespec.check_shapes(GroupedKeys.__call__)
+    assert report.errors == (), str(report)
+    assert any("num_kv_heads=kv_heads" in n.message for n in report.notes), str(report)
+
+
+class GroupedKeysMasked(eqx.Module):
+    proj: eqx.nn.Linear
+    num_kv_heads: int = eqx.field(static=True)
+    head_dim: int = eqx.field(static=True)
+
+    def __init__(self, dim: int, num_kv_heads: int, head_dim: int) -> None:
+        self.proj = eqx.nn.Linear(dim, num_kv_heads * head_dim, key=jax.random.key(0))
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = head_dim
+
+    @treespec.jit
+    def __call__(
+        self,
+        x: Float[Array, "seq dim"],
+        cache: HeadCache,
+        start: Int[Array, ""],
+        mask: Float[Array, "seq keys"],
+    ) -> Float[Array, "max_len kv_heads head_dim"]:
+        shape = (x.shape[0], self.num_kv_heads, self.head_dim)
+        cache = cache.update(jax.vmap(self.proj)(x).reshape(shape), start)
+        return cache.k * mask.T[:, :1, None]  # keys where the cache has max_len
+
+
+def test_a_count_set_as_needed_shows_the_error_it_hid() -> None:
+    # As taken (one key-value head) the cache refuses the keys; set as the
+    # code needs it, the count gets past that line to the real error: the
+    # mask's `keys` against the cache's `max_len`, two sizes the annotations
+    # keep distinct. That line is the error, saying the count it ran with.
+    (error,) = treespec.check_shapes(GroupedKeysMasked.__call__).errors
+    source, first = inspect.getsourcelines(GroupedKeysMasked.__call__)
+    line = next(i for i, text in enumerate(source) if "mask.T" in text)
+    assert error.line == first + line, str(error)
+    assert "num_kv_heads=kv_heads" in error.message, str(error)
+    assert "keys" in error.message and "max_len" in error.message, str(error)

@@ -17,14 +17,15 @@ failure a note that says the sizes and the count it ran with.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from .._runtime.checking.dims import DIM_NAME
-from .messages import unequal_sizes
-from .readings import shown
+from .messages import bound_against_value, unequal_sizes
+from .readings import by_names, shown
 from .report import ShapeIssue, as_note
 from .witness import chains, witnesses
 
@@ -122,9 +123,10 @@ def _paired(
     each other pair of named sizes the failure sets against each other
     (`d` against `dh`), one the count's multiple of the other (`d == h*dh`:
     `d` split in `h` heads of `dh`, or `dh` the width of `h` heads of
-    `d`)."""
-    pairs = unequal_sizes(failed)
-    sizes = witnesses(names)[0]
+    `d`); a nested call's refused argument sets its bound names against
+    the value's sizes (`kv_heads` of a cache against `1`)."""
+    pairs = unequal_sizes(failed) or list(itertools.chain(*bound_against_value(failed)))
+    sizes, even = witnesses(names)
     named = [(x, y) for x, y in pairs if x in sizes and y in sizes]
     against = [
         (value, b if a == str(value) else a)
@@ -144,6 +146,9 @@ def _paired(
             for big, small in ((x, y), (y, x)):
                 product = {**sizes, big: sizes[n] * sizes[small]}
                 yield product, set_to, f"{big} == {n}*{small}", said
+        # At even sizes too: a part that needs them (a rotary table's
+        # halves) is no reason to leave the count as taken.
+        yield even, {**counts, **dict.fromkeys(chosen, even[n])}, "", said
 
 
 def _times(pairs: Sequence[tuple[str, str]]) -> list[str]:
@@ -168,14 +173,15 @@ _RESHAPED = re.compile(
 
 def _folded(failed: str) -> list[str]:
     """The one name a refused reshape's shape has beyond those it was asked
-    for (`(b, kvh, 1, dh)` into `(b, dh)`: `kvh`), heads a count of one
-    folds as one."""
+    for (`(b, kvh, 1, dh)` into `(b, dh)`, or into `(b, dh, 1)`: `kvh`),
+    heads a count of one folds as one."""
     found = _RESHAPED.search(failed)
     if found is None:
         return []
     had, asked = ([d.strip() for d in side.split(",")] for side in found.groups())
     extra = [d for d in had if d not in asked and DIM_NAME.fullmatch(d)]
-    return extra if len(extra) == 1 and all(d in had for d in asked) else []
+    kept = all(d in had for d in asked if d != "1")  # an axis of one added
+    return extra if len(extra) == 1 and kept else []
 
 
 def _each(
@@ -206,10 +212,15 @@ def other_counts(
     parameter; the first sets unknowns equal to named sizes where no
     failure relates them, for the counts as taken, the second not, for
     other counts; the `solved` sizes, set by their relations, go unsaid):
-    what fails at every try stays the error."""
+    what fails at every try stays the error, or, where a count set as the
+    failure needs it (`_paired`) gets past it to an error further on in the
+    function, that one: the bug the count as taken hid."""
+    further: ShapeIssue | None = None
     for chain, values, relation, count in _tries(names, counts, failed.message):
         trace_at = traces[values != counts]
-        if isinstance(trace_at({**chain, **values}), ShapeIssue):
+        if isinstance(found := trace_at({**chain, **values}), ShapeIssue):
+            if count and not relation and further is None and _past(found, failed):
+                further = _further(found, count, chain, solved)
             continue
         if count:
             return _paired_note(failed, (relation, count), chain, solved)
@@ -223,7 +234,29 @@ def other_counts(
             f"({failed.message}); if the annotations assume it, state the "
             "relation with constraints=(...) (JAX's syntax: 'heads == 4*kv')",
         )
-    return failed
+    return failed if further is None else further
+
+
+def _past(found: ShapeIssue, failed: ShapeIssue) -> bool:
+    """Whether `found` is an error further on in the file than `failed`."""
+    return (
+        found.severity == "error"
+        and found.file == failed.file
+        and found.line > failed.line
+    )
+
+
+def _further(
+    found: ShapeIssue, count: str, sizes: Mapping[str, int], solved: Collection[str]
+) -> ShapeIssue:
+    """The error a count set as the code needs it (`count`) ran into, its
+    sizes said by name."""
+    at = {k: v for k, v in sizes.items() if k not in solved}
+    return dataclasses.replace(
+        found,
+        message=f"with a constructor's count taken as the code needs it, {count} "
+        f"(at {shown(at)}): {by_names(found.message, sizes)}",
+    )
 
 
 def _paired_note(

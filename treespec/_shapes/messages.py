@@ -64,15 +64,18 @@ def bound_against_value(text: str) -> list[list[tuple[str, str]]]:
     """For each problem of a `ValidationError`, the sizes its annotation's
     names were bound to (by another leaf: a nested call's `w_x`, an
     instance's field), or the names, against the value's, where they
-    differ; where the ranks differ or a name is not plain (`*b`, `...`,
-    `h//2`), each binding against the name it binds."""
+    differ; where a name is not plain (`*b`, `...`, `h//2`), each binding
+    against the name it binds; none where plain names meet a value of
+    another rank, which no size makes right."""
     found = []
     for written, bindings, shape in _PROBLEM.findall(text):
         bound = dict(re.findall(r"(\w+)=(\w+) bound by", bindings))
         tokens, sizes = written.split(), [d.strip() for d in shape.split(",")]
-        plain = all(t.isidentifier() or t.isdigit() for t in tokens)
-        if len(tokens) != len(sizes) or not plain:  # `*b`, `...`, `h//2`
+        if not all(t.isidentifier() or t.isdigit() for t in tokens):
             found.append([(size, name) for name, size in bound.items()])
+            continue  # `*b`, `...`, `h//2`: the ranks may differ
+        if len(tokens) != len(sizes):
+            found.append([])  # `"b i"` given `[b,s,d]`: a wrong rank
             continue
         pairs = [(bound.get(token, token), size) for token, size in zip(tokens, sizes)]
         found.append([(a, b) for a, b in pairs if a != b])

@@ -138,22 +138,27 @@ def _annotation_against_shape(text: str) -> list[tuple[str, str]]:
 
 
 def with_relations(sizes: dict[str, Any], relations: dict[str, str]) -> dict[str, Any]:
-    """`sizes` with each name a relation holds at the size it says (in the
-    order they were found), those whose other side cannot be read left."""
+    """`sizes` with each name a relation holds at the size it says, those
+    whose other side cannot be read left. Relations hold together: one
+    whose other side a later one sets (`d of ema == d of params`, then `d of
+    params == l`) takes that side's size too, each pass one link further."""
     sizes = dict(sizes)
-    for name, other in relations.items():
-        scope = {**_OPERATIONS, **sizes}
-        try:
-            sizes[name] = eval(other, {"__builtins__": {}}, scope)
-        except Exception:
-            continue
+    for _ in relations:
+        for name, other in relations.items():
+            scope = {**_OPERATIONS, **sizes}
+            try:
+                sizes[name] = eval(other, {"__builtins__": {}}, scope)
+            except Exception:
+                continue
     return sizes
 
 
 def relations_text(relations: dict[str, str], scopes: InstanceScopes) -> str:
     """The note for the relations a check took of sizes no annotation names."""
     shown = ", ".join(
-        scopes.readable(f"{name} == {other}") for name, other in relations.items()
+        scopes.readable(f"{name} == {other}")
+        for i, (name, other) in enumerate(relations.items())
+        if (other, name) not in list(relations.items())[:i]  # said once
     )
     return (
         "sizes no annotation of the function names (a constructor's, or those "
@@ -273,6 +278,8 @@ def solved_or_matched(
         # Against the return annotation, a constructor's size is the
         # function's contract broken: an error, never a size to take.
         return found
-    again = lambda: solved(trace, failure, needed, relations, unusable)  # noqa: E731
+    # An assignment tried that fails asks again for what it set: no size
+    # the checker cannot evaluate, so none is said to be (a scratch dict).
+    again = lambda: solved(trace, failure, needed, relations, {})  # noqa: E731
     searched = matched(again, failure, *sizes, relations, most, guessed)
     return found if searched is None else searched[0]
