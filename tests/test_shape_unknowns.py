@@ -1593,6 +1593,35 @@ def test_a_count_against_a_nested_calls_bound_size_is_set_at_it() -> None:
     assert any("num_kv_heads=kv_heads" in n.message for n in report.notes), str(report)
 
 
+class PatchTokens(nnx.Module):
+    """A ViT's patches, a class token, and positions for the patches only."""
+
+    def __init__(
+        self, img: int, patch: int, chans: int, dim: int, *, rngs: nnx.Rngs
+    ) -> None:
+        size = (patch, patch)
+        self.proj = nnx.Conv(chans, dim, size, strides=size, padding="VALID", rngs=rngs)
+        self.cls = nnx.Param(jnp.zeros((1, 1, dim)))
+        self.pos = nnx.Param(jnp.zeros((1, (img // patch) ** 2, dim)))
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "b img img chans"]) -> Float[Array, "b t dim"]:
+        x = self.proj(x)
+        x = x.reshape(x.shape[0], -1, x.shape[-1])
+        cls = jnp.broadcast_to(self.cls[...], (x.shape[0], 1, x.shape[-1]))
+        return jnp.concatenate([cls, x], axis=1) + self.pos[...]
+
+
+def test_witnesses_taken_the_other_way_round_are_apart() -> None:
+    # The first witnesses make a patch larger than its image: no patch at
+    # all. The other order puts the image well above the patch, never a
+    # single patch by chance, whose one position broadcasts over the class
+    # token too. Only `patch == img` makes the bug run, and the note says so.
+    report = treespec.check_shapes(PatchTokens.__call__)
+    assert report.errors == (), str(report)
+    assert any("patch == img" in n.message for n in report.notes), str(report)
+
+
 class GroupedKeysMasked(eqx.Module):
     proj: eqx.nn.Linear
     num_kv_heads: int = eqx.field(static=True)

@@ -6,6 +6,7 @@ nothing (an output with an empty axis: a patch larger than its image)."""
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -30,15 +31,34 @@ __all__ = [
 WITNESS_PRIMES = (11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67)
 
 
-def witnesses(names: Iterable[str]) -> list[dict[str, int]]:
+def witnesses(names: Iterable[str], apart: bool = False) -> list[dict[str, int]]:
     """Two assignments of distinct sizes to the names: odd primes, then twice
-    those (even sizes). Past the primes kept, more of the same kind."""
+    those (even sizes). Past the primes kept, more of the same kind. With
+    `apart`, each of the first names at least three times the one before
+    (`_apart`), so that one divided by another is no 1, which broadcasts as
+    a patch count of one does."""
     ordered = list(names)
     odd = list(WITNESS_PRIMES)
     while len(odd) < len(ordered):  # many names: more odd sizes, distinct
         odd.append(odd[-1] + 2 * len(odd) + 1)
+    if apart:
+        odd = _apart(len(ordered))
     first = dict(zip(ordered, odd))
     return [first, {name: 2 * size for name, size in first.items()}]
+
+
+def _apart(count: int) -> list[int]:
+    """`count` distinct primes from 11, each of the first five the smallest
+    at least three times the one before (11, 37, 113, 347, 1049), the rest
+    the next: one divided by another is never 1, and a product or a part
+    of them reads one way only, as the primes of `witnesses` do."""
+    found = [WITNESS_PRIMES[0]]
+    while len(found) < count:
+        size = 3 * found[-1] if len(found) < 5 else found[-1] + 2
+        while any(size % k == 0 for k in range(2, math.isqrt(size) + 1)):
+            size += 1
+        found.append(size)
+    return found
 
 
 #: How many swaps of two sizes an ordering is looked for in.
@@ -85,11 +105,13 @@ def not_empty(
     """The names and the runs at their witnesses; where every run held with
     an empty axis in its output (a patch or a kernel larger than the image
     it strides over: no patch at all, which any bug of theirs passes), the
-    runs with the names in the other order, where none is empty there."""
+    runs with the names in the other order, each well apart from the one
+    before (`witnesses(apart=True)`: an image of one patch broadcasts as
+    none does), where none is empty there."""
     if not all(empty(found) for _, found in results):
         return free, results
     order = list(reversed(free))
-    again = [(sizes, trace_at(sizes)) for sizes in witnesses(order)]
+    again = [(sizes, trace_at(sizes)) for sizes in witnesses(order, apart=True)]
     return (free, results) if any(empty(f) for _, f in again) else (order, again)
 
 
