@@ -2758,12 +2758,16 @@ def test_a_suggested_constraint_is_the_comparison_the_code_makes() -> None:
 
 
 def test_the_checks_own_traces_are_no_retrace_storm(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A nested function given a size as a plain int is traced once per size
-    # the check runs at: the check's doing, not the user's program, so the
-    # retrace warning (and its count) stays out of the command's output.
+    # the check runs at, in a body or in a constructor: the check's doing,
+    # not the user's program, and nothing is compiled. So no retrace warning
+    # or log on the command's output, no trace counted, and none that a
+    # later retrace of the user's is explained against.
     import logging
+
+    monkeypatch.setenv("TREESPEC_EXPLAIN_RECOMPILES", "1")
 
     @treespec.jit
     def table(n: int) -> Float[Array, " n"]:
@@ -2776,10 +2780,25 @@ def test_the_checks_own_traces_are_no_retrace_storm(
 
         return scaled
 
-    with caplog.at_level(logging.WARNING, logger="treespec"):
+    class Scaled(eqx.Module):
+        scale: jax.Array
+
+        def __init__(self, dim: int) -> None:
+            self.scale = table(dim)  # a constructor's own nested call
+
+        @treespec.jit
+        def __call__(self, x: Float[Array, "t dim"]) -> Float[Array, "t dim"]:
+            return x * self.scale
+
+    with caplog.at_level(logging.INFO, logger="treespec"):
         for k in range(1, 8):
             assert treespec.check_shapes(user(k)).ok
+        for _ in range(3):
+            assert treespec.check_shapes(Scaled.__call__).ok
         assert [r.getMessage() for r in caplog.records] == []
-        for n in range(1, 8):  # the user's own calls, as before
+        assert table.trace_count == 0
+        for n in range(101, 108):  # the user's own calls, as before
             table(n)
-    assert any("table traced" in r.getMessage() for r in caplog.records)
+    assert table.trace_count == 7
+    storm = [r.getMessage() for r in caplog.records if "table traced" in r.getMessage()]
+    assert len(storm) == 1 and "traced 6 times" in storm[0], storm

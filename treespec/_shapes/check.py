@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from .._model.errors import SpecError
 from .._runtime.api import spec_for
+from .._runtime.checking.retrace import retraces_unsaid
 from .._runtime.reading.flags import Flags
 from .._transforms.base import Transformed
 from . import optional, outcomes, relations, witness
@@ -110,7 +111,8 @@ def check_shapes(
     every = tuple(dict.fromkeys([*constraints, *stated]))
     spec = target.spec
     names = own_names([*(p.node for p in spec.params), spec.returns])
-    return optional.checked(lambda: _Checker(target, every).run(), sorted(names))
+    with retraces_unsaid():  # its traces, constructors' too, are not the user's
+        return optional.checked(lambda: _Checker(target, every).run(), sorted(names))
 
 
 def _target(fun: Any, statics: Mapping[str, Any]) -> Target:

@@ -19,7 +19,6 @@ import jax
 
 from .._model.spec import Spec
 from .._runtime.calling.splitter import Splitter
-from .._runtime.checking.retrace import retraces_unsaid
 from .._runtime.reading.flags import Flags
 from .reshapes import Unequal, unequal_reshape
 from .user_code import is_abstract, lines_run, unfiltered_tracebacks
@@ -86,7 +85,7 @@ def trace(
 
     abstract = [leaves[i] for i in where]
     try:
-        with unfiltered_tracebacks(), retraces_unsaid():
+        with unfiltered_tracebacks():
             traced = body if returns else functools.partial(body, returned=False)
             program, shapes = jax.make_jaxpr(traced, return_shape=True)(*abstract)
     except Exception as error:  # what JAX (or the body) raised: reported
@@ -122,7 +121,7 @@ def returned_line(
 def _reshape_in(body: Any, abstract: list[Any]) -> Unequal | None:
     """The first reshape of `body`'s program whose sizes differ, or None."""
     try:
-        with unfiltered_tracebacks(), retraces_unsaid():
+        with unfiltered_tracebacks():
             return unequal_reshape(jax.make_jaxpr(body)(*abstract))
     except Exception:  # traced once already: this one should too
         return None

@@ -29,6 +29,7 @@ from .._runtime.calling.splitter import Splitter
 from .._runtime.checked import validation_enabled
 from .._runtime.checking.retrace import (
     TraceHistory,
+    checking_shapes,
     describe_retrace,
     describe_view,
     explain_enabled,
@@ -345,6 +346,8 @@ class Counted(Transformed[_P, _R]):
         checked = self._splitter.validate_view(view)
         now = describe_view(view)
         out = self._body(key, dynamic, checked)
+        if checking_shapes():  # the shape check's trace: none of the user's
+            return out
         # As jit's: only a trace that completed counts, and is what later
         # retraces are explained against.
         with self._traces_lock:

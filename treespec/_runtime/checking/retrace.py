@@ -29,6 +29,7 @@ __all__ = [
     "explain_enabled",
     "log_retrace",
     "nearest",
+    "checking_shapes",
     "retraces_unsaid",
 ]
 
@@ -214,11 +215,18 @@ def retrace_warnings_enabled() -> bool:
 _UNSAID: ContextVar[bool] = ContextVar("retraces_unsaid", default=False)
 
 
+def checking_shapes() -> bool:
+    """Whether this thread traces for the shape check (`retraces_unsaid`)."""
+    return _UNSAID.get()
+
+
 @contextlib.contextmanager
 def retraces_unsaid() -> Iterator[None]:
-    """While the shape check traces (in this thread only): the check's own
-    traces of a nested function, one per witness size, are no retrace storm
-    of the user's program, so they are neither counted nor warned of."""
+    """While the shape check runs (in this thread only): its own traces of a
+    nested function, one per witness size, in the body or in a constructor,
+    are no retrace of the user's program and compile nothing, so they are
+    neither counted (`trace_count`), nor kept to explain a later retrace
+    against, nor warned or logged of."""
     token = _UNSAID.set(True)
     try:
         yield
