@@ -306,7 +306,7 @@ def _parts(name: str, size_of: Callable[[str, bool], Any | None], where: str) ->
         if type(count) is not int:  # a tuple's length is a number
             raise NeedsConcrete(f"the length of {where} stands for {follow}")
         if count > MOST_PARTS:  # a layer each: sizes a model is built at
-            raise Refused(f"{where} of {follow}={count} parts{REFUSED}too many")
+            raise Refused(f"{where}({follow}={count} parts{REFUSED}too many")
     return tuple(size_of(f"{name}{i % 2}", True) for i in range(count))
 
 

@@ -96,9 +96,11 @@ def _tries(
     names: Sequence[str], counts: Mapping[str, int], failed: str
 ) -> Iterator[_Try]:
     """The counts the failure sets against named sizes, at those sizes
-    (`_paired`, `MAX_COUNT_TRIES // 2` at most), then those of `_chained`
-    (`MAX_COUNT_TRIES` at most)."""
-    yield from itertools.islice(_paired(names, counts, failed), MAX_COUNT_TRIES // 2)
+    (`_paired`, `MAX_COUNT_TRIES // 2` at odd sizes, then as many at even
+    ones), then those of `_chained` (`MAX_COUNT_TRIES` at most)."""
+    half = MAX_COUNT_TRIES // 2
+    yield from itertools.islice(_paired(names, counts, failed), half)
+    yield from itertools.islice(_paired(names, counts, failed, even=True), half)
     yield from itertools.islice(_chained(names, counts), MAX_COUNT_TRIES)
 
 
@@ -114,7 +116,7 @@ def _chained(names: Sequence[str], counts: Mapping[str, int]) -> Iterator[_Try]:
 
 
 def _paired(
-    names: Sequence[str], counts: Mapping[str, int], failed: str
+    names: Sequence[str], counts: Mapping[str, int], failed: str, even: bool = False
 ) -> Iterator[_Try]:
     """Where a failure sets a count's value against a named size (one head,
     `1`, against a cache's `h`): the counts of that value at that size, at
@@ -124,9 +126,11 @@ def _paired(
     (`d` against `dh`), one the count's multiple of the other (`d == h*dh`:
     `d` split in `h` heads of `dh`, or `dh` the width of `h` heads of
     `d`); a nested call's refused argument sets its bound names against
-    the value's sizes (`kv_heads` of a cache against `1`)."""
+    the value's sizes (`kv_heads` of a cache against `1`). With `even`,
+    the counts alone at the even witnesses (a part that needs even sizes, a
+    rotary table's halves, is no reason to leave the counts as taken)."""
     pairs = unequal_sizes(failed) or list(itertools.chain(*bound_against_value(failed)))
-    sizes, even = witnesses(names)
+    sizes, doubled = witnesses(names)
     named = [(x, y) for x, y in pairs if x in sizes and y in sizes]
     against = [
         (value, b if a == str(value) else a)
@@ -139,16 +143,16 @@ def _paired(
     against = list(dict.fromkeys(against))
     groups = [[c for c, v in counts.items() if v == value] for value, _ in against]
     for chosen, (_, n) in [*zip(groups, against), *_each(against, counts)]:
-        set_to = {**counts, **dict.fromkeys(chosen, sizes[n])}
         said = ", ".join(f"{c}={n}" for c in chosen)
+        if even:
+            yield doubled, {**counts, **dict.fromkeys(chosen, doubled[n])}, "", said
+            continue
+        set_to = {**counts, **dict.fromkeys(chosen, sizes[n])}
         yield sizes, set_to, "", said
         for x, y in [(x, y) for x, y in named if n not in (x, y)]:
             for big, small in ((x, y), (y, x)):
                 product = {**sizes, big: sizes[n] * sizes[small]}
                 yield product, set_to, f"{big} == {n}*{small}", said
-        # At even sizes too: a part that needs them (a rotary table's
-        # halves) is no reason to leave the count as taken.
-        yield even, {**counts, **dict.fromkeys(chosen, even[n])}, "", said
 
 
 def _times(pairs: Sequence[tuple[str, str]]) -> list[str]:

@@ -34,9 +34,9 @@ WITNESS_PRIMES = (11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67)
 def witnesses(names: Iterable[str], apart: bool = False) -> list[dict[str, int]]:
     """Two assignments of distinct sizes to the names: odd primes, then twice
     those (even sizes). Past the primes kept, more of the same kind. With
-    `apart`, each of the first names at least three times the one before
-    (`_apart`), so that one divided by another is no 1, which broadcasts as
-    a patch count of one does."""
+    `apart`, each of the first five names at least three times the one
+    before (`_apart`), so that one divided by another is no 1, which
+    broadcasts as a patch count of one does."""
     ordered = list(names)
     odd = list(WITNESS_PRIMES)
     while len(odd) < len(ordered):  # many names: more odd sizes, distinct
@@ -47,14 +47,20 @@ def witnesses(names: Iterable[str], apart: bool = False) -> list[dict[str, int]]
     return [first, {name: 2 * size for name, size in first.items()}]
 
 
+#: The size past which `_apart` grows no more: five names apart, the most
+#: a body that loops over a size in Python can take in time.
+_APART_MOST = 2_000
+
+
 def _apart(count: int) -> list[int]:
-    """`count` distinct primes from 11, each of the first five the smallest
-    at least three times the one before (11, 37, 113, 347, 1049), the rest
-    the next: one divided by another is never 1, and a product or a part
-    of them reads one way only, as the primes of `witnesses` do."""
+    """`count` distinct primes from 11, the first five each the smallest at
+    least three times the one before (11, 37, 113, 347, 1049), the rest the
+    next (1051, 1061, ...): one divided by another of the first five is no
+    1, and a product or a part of them reads one way only, as the primes of
+    `witnesses` do."""
     found = [WITNESS_PRIMES[0]]
     while len(found) < count:
-        size = 3 * found[-1] if len(found) < 5 else found[-1] + 2
+        size = 3 * found[-1] if 3 * found[-1] < _APART_MOST else found[-1] + 2
         while any(size % k == 0 for k in range(2, math.isqrt(size) + 1)):
             size += 1
         found.append(size)

@@ -143,13 +143,16 @@ def with_relations(sizes: dict[str, Any], relations: dict[str, str]) -> dict[str
     whose other side a later one sets (`d of ema == d of params`, then `d of
     params == l`) takes that side's size too, each pass one link further."""
     sizes = dict(sizes)
-    for _ in relations:
+    for _ in relations:  # a link further each pass, until none changes
+        before = {name: str(sizes.get(name)) for name in relations}
         for name, other in relations.items():
             scope = {**_OPERATIONS, **sizes}
             try:
                 sizes[name] = eval(other, {"__builtins__": {}}, scope)
             except Exception:
                 continue
+        if all(str(sizes.get(name)) == was for name, was in before.items()):
+            break
     return sizes
 
 
