@@ -508,3 +508,20 @@ def test_a_count_against_a_number_times_a_size_is_checked_not_skipped() -> None:
     assert report.errors == (), str(report)
     assert not any(p.skipped for p in report.problems), str(report)
     assert "num_heads=2" in str(report), str(report)
+
+
+def test_each_count_alone_is_tried_before_any_at_even_sizes() -> None:
+    # One key-value head against `kvh` heads of `h*dh`: both counts at each
+    # size, then each alone, all at the odd witnesses first; the even tries
+    # (a rotary table's halves need them) come after, in their own budget,
+    # never in place of a count set alone.
+    from treespec._shapes.counts import _tries
+
+    failed = "add got incompatible shapes for broadcasting: (t, 1, dh), (t, kvh, h*dh)."
+    counts = {"num_heads": 1, "num_kv_heads": 1}
+    tries = [t for t in _tries(["t", "h", "kvh", "dh"], counts, failed) if t[3]]
+    parity = [sizes["t"] % 2 for sizes, *_ in tries]
+    assert parity == sorted(parity, reverse=True), tries  # odd ones first
+    odd = [said for sizes, _, _, said in tries if sizes["t"] % 2]
+    for alone in ("num_kv_heads=kvh", "num_heads=h", "num_kv_heads=h"):
+        assert alone in odd, odd
