@@ -1417,13 +1417,7 @@ class CategoricalTokens(nnx.Module):
         return jnp.stack([e(cat[:, i]) for i, e in enumerate(self.embeds)], axis=1)
 
 
-class CategoricalTokensBug(nnx.Module):
-    def __init__(
-        self, cardinalities: tuple[int, ...], embed_dim: int, *, rngs: nnx.Rngs
-    ) -> None:
-        embeds = [nnx.Embed(c, embed_dim, rngs=rngs) for c in cardinalities]
-        self.embeds = nnx.List(embeds)
-
+class CategoricalTokensBug(CategoricalTokens):
     @treespec.jit
     def __call__(self, cat: Int[Array, "b n_cat"]) -> Float[Array, "b n_cat embed_dim"]:
         return jnp.stack([e(cat[:, i]) for i, e in enumerate(self.embeds)], axis=2)
@@ -1622,18 +1616,11 @@ def test_witnesses_taken_the_other_way_round_are_apart() -> None:
     assert any("patch == img" in n.message for n in report.notes), str(report)
 
 
-class GroupedKeysMasked(eqx.Module):
-    proj: eqx.nn.Linear
-    num_kv_heads: int = eqx.field(static=True)
-    head_dim: int = eqx.field(static=True)
-
-    def __init__(self, dim: int, num_kv_heads: int, head_dim: int) -> None:
-        self.proj = eqx.nn.Linear(dim, num_kv_heads * head_dim, key=jax.random.key(0))
-        self.num_kv_heads = num_kv_heads
-        self.head_dim = head_dim
+class GroupedKeysMasked(GroupedKeys):
+    """`GroupedKeys` with a mask over the cache's slots."""
 
     @treespec.jit
-    def __call__(
+    def __call__(  # type: ignore[override]  # one more argument, the mask
         self,
         x: Float[Array, "seq dim"],
         cache: HeadCache,
