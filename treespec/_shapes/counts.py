@@ -25,9 +25,10 @@ from typing import Any
 
 from .._runtime.checking.dims import DIM_NAME
 from .messages import bound_against_value, unequal_sizes
+from .orders import witnesses
 from .readings import by_names, shown
 from .report import ShapeIssue, as_note
-from .witness import chains, witnesses
+from .witness import chains
 
 __all__ = [
     "FEWER_MATCHES",

@@ -62,37 +62,38 @@ def checked(run: Callable[[], ShapeReport], names: Iterable[str] = ()) -> ShapeR
     if report.ok:
         return report
     taken = list(dict.fromkeys(first.taken))
-    if taken:
-        again = _within(Optionals(at_default=True), run)
-        if again.ok:
-            one = len(taken) == 1
-            return _as_notes(
-                report,
-                again,
-                f"holds with {', '.join(taken)} at {'its' if one else 'their'} "
-                f"default None, which the constructor reads as another size; as "
-                f"{'a size of its own' if one else 'sizes of their own'}: ",
-            )
     parts = list(dict.fromkeys(first.parts))
     said = {n for error in report.errors for n in DIM_NAME.findall(error.message)}
     lengths = [n for n in names if n in said and n not in first.bound]
-    for name in lengths if parts else ():
-        again = _within(Optionals(length=name), run)
+    # Each way the author may build it, in turn: the first that runs.
+    agains = [(Optionals(at_default=True), _at_default(taken))] if taken else []
+    agains += [(Optionals(length=n), _of_parts(parts, n)) for n in lengths if parts]
+    for optionals, why in agains:
+        again = _within(optionals, run)
         if again.ok:
-            one = len(parts) == 1
-            return _as_notes(
-                report,
-                again,
-                f"holds with {' and '.join(parts)} of {name} parts, "
-                f"{'its length' if one else 'their lengths'} standing for "
-                f"{name}; with two parts: ",
-            )
+            notes = [as_note(error, why + error.message) for error in report.errors]
+            return dataclasses.replace(again, problems=(*again.problems, *notes))
     return report
 
 
-def _as_notes(report: ShapeReport, again: ShapeReport, said: str) -> ShapeReport:
-    notes = [as_note(error, said + error.message) for error in report.errors]
-    return dataclasses.replace(again, problems=(*again.problems, *notes))
+def _at_default(taken: list[str]) -> str:
+    """What a note says of optional sizes that run at their default."""
+    one = len(taken) == 1
+    return (
+        f"holds with {', '.join(taken)} at {'its' if one else 'their'} "
+        f"default None, which the constructor reads as another size; as "
+        f"{'a size of its own' if one else 'sizes of their own'}: "
+    )
+
+
+def _of_parts(parts: list[str], name: str) -> str:
+    """What a note says of sequences of sizes that run with `name` parts."""
+    one = len(parts) == 1
+    return (
+        f"holds with {' and '.join(parts)} of {name} parts, "
+        f"{'its length' if one else 'their lengths'} standing for "
+        f"{name}; with two parts: "
+    )
 
 
 def _within(optionals: Optionals, run: Callable[[], ShapeReport]) -> ShapeReport:

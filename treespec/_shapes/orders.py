@@ -38,11 +38,9 @@ def witnesses(names: Iterable[str], apart: bool = False) -> list[dict[str, int]]
     before (`_apart`), so that one divided by another is no 1, which
     broadcasts as a patch count of one does."""
     ordered = list(names)
-    odd = list(WITNESS_PRIMES)
+    odd = _apart(len(ordered)) if apart else list(WITNESS_PRIMES)
     while len(odd) < len(ordered):  # many names: more odd sizes, distinct
         odd.append(odd[-1] + 2 * len(odd) + 1)
-    if apart:
-        odd = _apart(len(ordered))
     first = dict(zip(ordered, odd))
     return [first, {name: 2 * size for name, size in first.items()}]
 

@@ -24,27 +24,18 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from .moving import MULTIPLE, below_number, moving_number, multiple_of, multiples
-from .orders import (
-    MOST_SWAPS,
-    WITNESS_PRIMES,
-    built_in_order,
-    empty,
-    not_empty,
-    witnesses,
-)
+from .orders import MOST_SWAPS, built_in_order, empty, not_empty, witnesses
 from .outcomes import ordering_needed, relation_note, suggestion, unstated_relation
 from .parity import even_names, half_of, only_there, rounded_against_floor
 from .readings import by_names, shown
 from .report import ShapeIssue, as_note
 
 __all__ = [
-    "WITNESS_PRIMES",
     "by_names",
     "decide",
     "shown",
     "symbolic_limit",
     "undecided_division",
-    "witnesses",
 ]
 
 #: A size used as a number (`math.sqrt`, `** -0.5`, `range()`), a comparison

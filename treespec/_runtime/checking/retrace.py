@@ -259,7 +259,7 @@ class ScalarWatch:
         """A retrace of function `name` (its `count`-th trace) from `before`
         to `now`: count the unmarked scalars that changed, warn past the
         threshold."""
-        if self.warned or _UNSAID.get():
+        if self.warned:
             return
         for info, kind, leaf in view.pairs:
             if (
