@@ -14,7 +14,7 @@ from typing import Any, TypedDict
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, Float, Int
 
 import treespec
 from treespec import Static
@@ -43,6 +43,38 @@ def test_a_static_sizes_twin_with_a_bug_is_an_error() -> None:
     report = treespec.check_shapes(top_k_bug)
     (error,) = report.errors
     assert "the return value" in error.message, str(report)
+
+
+@treespec.jit
+def top_k_hits(
+    logits: Float[Array, "b c"], labels: Int[Array, " b"], k: Static[int]
+) -> Float[Array, " b"]:
+    _, top = jax.lax.top_k(logits, k)
+    return jnp.any(top == labels[:, None], axis=-1).astype(jnp.float32)
+
+
+@treespec.jit
+def top_k_hits_bug(
+    logits: Float[Array, "b c"], labels: Int[Array, " b"], k: Static[int]
+) -> Float[Array, " b"]:
+    _, top = jax.lax.top_k(logits, k)
+    return jnp.any(top == labels[:, None], axis=0).astype(jnp.float32)  # the bug
+
+
+def test_a_static_size_no_annotation_names_gets_the_ordering_it_needs() -> None:
+    # `k` is an unknown; JAX says top_k needs it no larger than the axis:
+    # the note states that ordering, never `k` equal to some named size
+    # (`k == b` runs too, by chance of the witnesses, and is no rule).
+    report = treespec.check_shapes(top_k_hits)
+    assert report.ok and not report.skipped, str(report)
+    (note,) = report.notes
+    assert "constraints=('c >= k',)" in note.message, str(report)
+    assert "k == b" not in str(report), str(report)
+
+
+def test_past_a_static_sizes_ordering_a_wrong_return_is_an_error() -> None:
+    (error,) = treespec.check_shapes(top_k_hits_bug).errors
+    assert "the return value" in error.message, str(error)
 
 
 @treespec.jit

@@ -212,6 +212,11 @@ def solved(
     return found
 
 
+#: JAX's words for a size too large for the axis it is taken from (`top_k`'s
+#: `k`, a slice, a cache's update): an ordering the code needs, never a size
+#: an unknown must equal.
+ORDERING = re.compile(r"must be (?:no larger than|smaller than|less than or equal to)")
+
 #: At most this many assignments of unknown sizes are tried by `matched`.
 MAX_MATCHES = 48
 
@@ -273,13 +278,15 @@ def solved_or_matched(
     """`solved`, and where a failure stays that shows no relation the checker
     can read, `matched` (its first `most` tries): `taken` is `(relations,
     unusable, guessed)`, `sizes` the unknown sizes and those the annotations
-    name. A failure against the return annotation is never matched."""
+    name. A failure against the return annotation is never matched, nor
+    one JAX says is an ordering (`ORDERING`)."""
     relations, unusable, guessed = taken
     found = solved(trace, failure, needed, relations, unusable)
     text = failure(found)
-    if text is None or unusable or "the return value" in text:
+    if text is None or unusable or "the return value" in text or ORDERING.search(text):
         # Against the return annotation, a constructor's size is the
-        # function's contract broken: an error, never a size to take.
+        # function's contract broken: an error, never a size to take. An
+        # ordering is no equality: the witnesses find the side that runs.
         return found
     # An assignment tried that fails asks again for what it set: no size
     # the checker cannot evaluate, so none is said to be (a scratch dict).

@@ -28,6 +28,7 @@ from .orders import MOST_SWAPS, built_in_order, empty, not_empty, witnesses
 from .outcomes import ordering_needed, relation_note, suggestion, unstated_relation
 from .parity import even_names, half_of, only_there, rounded_against_floor
 from .readings import by_names, shown
+from .relations import ORDERING
 from .report import ShapeIssue, as_note
 
 __all__ = [
@@ -176,7 +177,9 @@ def _ordering(
     return, `top_k`'s `k` against its axis). Else None."""
     sizes, issue = failure
     text = by_names(issue.message, sizes)
-    named = [n for n in free if n in declared or not declared]
+    # An unknown too (a `k: Static[int]`) where JAX's words say an ordering.
+    ordered = ORDERING.search(text) is not None
+    named = [n for n in free if n in declared or not declared or ordered]
     pair = [n for n in named if re.search(rf"\b{n}\b", text)]
     if ordering_needed(text, named):  # JAX's own words say which (a cache)
         return None
