@@ -1643,3 +1643,60 @@ def test_a_count_set_as_needed_shows_the_error_it_hid() -> None:
     assert error.line == first + line, str(error)
     assert "num_kv_heads=kv_heads" in error.message, str(error)
     assert "keys" in error.message and "max_len" in error.message, str(error)
+
+
+class LatentCrossAttention(nnx.Module):
+    """Perceiver's cross-attention: latents of one width attend to inputs of
+    another, each through a norm built from a constructor's width."""
+
+    def __init__(
+        self, latent_dim: int, input_dim: int, head_dim: int, *, rngs: nnx.Rngs
+    ) -> None:
+        self.norm_q = nnx.LayerNorm(latent_dim, rngs=rngs)
+        self.norm_kv = nnx.LayerNorm(input_dim, rngs=rngs)
+        self.q = nnx.Linear(latent_dim, head_dim, use_bias=False, rngs=rngs)
+        self.k = nnx.Linear(input_dim, head_dim, use_bias=False, rngs=rngs)
+        self.v = nnx.Linear(input_dim, head_dim, use_bias=False, rngs=rngs)
+        self.o = nnx.Linear(head_dim, latent_dim, rngs=rngs)
+
+    @treespec.jit
+    def __call__(
+        self, latents: Float[Array, "b n d"], inputs: Float[Array, "b m c"]
+    ) -> Float[Array, "b n d"]:
+        return latents + self.o(self.attend(self.norm_q(latents), self.norm_kv(inputs)))
+
+    def attend(self, x: Any, kv: Any) -> Any:
+        q, k, v = self.q(x), self.k(kv), self.v(kv)
+        scores = jnp.einsum("bnk,bmk->bnm", q, k) / jnp.sqrt(q.shape[-1])
+        return jnp.einsum("bnm,bmk->bnk", jax.nn.softmax(scores), v)
+
+
+class LatentCrossAttentionBug(LatentCrossAttention):
+    @treespec.jit
+    def __call__(
+        self, latents: Float[Array, "b n d"], inputs: Float[Array, "b m c"]
+    ) -> Float[Array, "b n d"]:
+        x, kv = self.norm_q(latents), self.norm_kv(inputs)
+        q, k, v = self.q(x), self.k(kv), self.v(x)  # the bug: v of the latents
+        scores = jnp.einsum("bnk,bmk->bnm", q, k) / jnp.sqrt(q.shape[-1])
+        return latents + self.o(jnp.einsum("bnm,bmk->bnk", jax.nn.softmax(scores), v))
+
+
+def test_norms_of_two_constructor_widths_are_each_the_width_they_meet() -> None:
+    # NNX's norm cannot take a symbolic width (`if self.scale` asks its
+    # length); at concrete sizes its scale reshaped over `[b, n, d]` says
+    # `latent_dim == d`, and the other's `input_dim == c`: a note.
+    model = LatentCrossAttention(5, 3, 4, rngs=nnx.Rngs(0))
+    model(jnp.zeros((2, 6, 5)), jnp.zeros((2, 7, 3)))  # it runs
+    report = treespec.check_shapes(LatentCrossAttention.__call__)
+    assert report.ok and not report.skipped, str(report)
+    (note,) = report.notes
+    assert "latent_dim == d" in note.message and "input_dim == c" in note.message
+
+
+def test_a_norm_of_the_inputs_width_applied_to_the_latents_is_an_error() -> None:
+    report = treespec.check_shapes(LatentCrossAttentionBug.__call__)
+    (error,) = report.errors
+    source, first = inspect.getsourcelines(LatentCrossAttentionBug.__call__)
+    line = next(i for i, text in enumerate(source) if "the bug" in text)
+    assert error.line == first + line, str(error)

@@ -44,6 +44,15 @@ _JOINED = re.compile(
 )
 
 
+#: A vector reshaped to broadcast against an array (a norm's scale of a
+#: constructor's width over `[b, n, d]`: `cannot reshape array of shape
+#: (latent_dim,) (size latent_dim) into shape [1, 1, d]`).
+_RESHAPED = re.compile(
+    r"cannot reshape array of shape \((\w+),\) \(size \w+\) "
+    r"into shape [\[(]([^\])]*)[\])]"
+)
+
+
 #: The sizes of the axes a `vmap` maps that JAX found inconsistent (`most
 #: axes (2 of them) had size n, e.g. axis 0 ...; * one axis had size m: ...`).
 _MAPPED = re.compile(r"had size (.+?)(?:, e\.g\.|: axis)")
@@ -58,6 +67,12 @@ _UNEQUAL = re.compile(r"\bbut ([^,;()]+?) != ([^,;()]+?)\.?(?= \(|$)")
 _PROBLEM = re.compile(
     r"expected \w+\[[\w.]+, '([^']*)'\] with (.*?), got \w+\[([^\]]*)\]"
 )
+
+
+def _broadcast(shape: str) -> list[str]:
+    """The one size of a shape that is not 1 (`1, 1, d`: `["d"]`), else []."""
+    sizes = [size.strip() for size in shape.split(",") if size.strip() != "1"]
+    return sizes if len(sizes) == 1 else []
 
 
 def bound_against_value(text: str) -> list[list[tuple[str, str]]]:
@@ -113,6 +128,8 @@ def unequal_sizes(text: str, listed: bool = False) -> list[tuple[str, str]]:
             return []
         for group in groups:  # the axis they are joined along may differ
             del group[int(axis)]
+    elif (reshaped := _RESHAPED.search(text)) and _broadcast(reshaped[2]):
+        groups = [[reshaped[1]], _broadcast(reshaped[2])]
     elif "vmap got inconsistent sizes" in text:  # the sizes of a vmap's axes
         groups = [[size] for size in dict.fromkeys(_MAPPED.findall(text))]
     elif found := (listing or _SHAPES.search(text)):
