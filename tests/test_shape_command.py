@@ -223,16 +223,16 @@ def scores(
 
 
 def test_relations_that_undo_each_other_end_the_solving(tmp_path: Path) -> None:
-    # x @ w_k asks for kv_dim == d_q, ctx for kv_dim == d_kv: each relation
+    # x @ w_k asked for kv_dim == d_q, ctx for kv_dim == d_kv: each relation
     # the failures asked for undid the other (at concrete sizes, 11 read as
     # kv_dim where kv_dim == d_q had been taken), and the check never
-    # ended. Now a size is read as the named one it is related to, a
-    # relation asked for again ends the solving, and the bug is an error.
+    # ended. Now the fields say it (`w_k: "d_kv d_a"` holds kv_dim where the
+    # function's `d_kv` is): no unknown to solve, and the bug is an error.
+    # (`test_solving_ends_when_relations_undo_each_other` holds the loop.)
     (tmp_path / "cross.py").write_text(CROSS)
     done = _run("check", "--timeout", "100", "cross.py", cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
-    (note, error, summary) = done.stdout.splitlines()
-    assert note.endswith("taken as the code needs them: q_dim == d_q, kv_dim == d_kv")
+    (error, summary) = done.stdout.splitlines()
     assert error.startswith("cross.py:27: error: scores:"), done.stdout
     assert "got (d_q,) and (d_kv,)" in error, error
     assert "skipped" not in error and summary.endswith("0 skipped"), done.stdout

@@ -369,9 +369,10 @@ class Interaction(eqx.Module):
 
 
 class Patches(eqx.Module):
-    """Positions for `(image_size // patch) ** 2` patches, applied to `s`."""
+    """Positions for `(image_size // patch) ** 2` patches, applied to `s`
+    (`"p e"`, names of its own: `"p c"` would make `channels` the `c`)."""
 
-    pos: Float[Array, "p c"]
+    pos: Float[Array, "p e"]
     patch: int = eqx.field(static=True)
 
     def __init__(self, image_size: int, patch: int, channels: int) -> None:
@@ -1700,3 +1701,48 @@ def test_a_norm_of_the_inputs_width_applied_to_the_latents_is_an_error() -> None
     source, first = inspect.getsourcelines(LatentCrossAttentionBug.__call__)
     line = next(i for i, text in enumerate(source) if "the bug" in text)
     assert error.line == first + line, str(error)
+
+
+class Mixer(eqx.Module):
+    """Made by its constructor (a static field of no shape), its weight
+    annotated with the function's own names."""
+
+    weight: Float[Array, "cin cout"]
+    scale: float = eqx.field(static=True)
+
+    def __init__(
+        self, in_channels: int, out_channels: int, scale: float = 2.0, *, key: jax.Array
+    ) -> None:
+        self.weight = jax.random.normal(key, (in_channels, out_channels))
+        self.scale = scale
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "n cin"]) -> Float[Array, "n cout"]:
+        return self.scale * (x @ self.weight)
+
+
+class MixerBug(Mixer):
+    @treespec.jit
+    def __call__(self, x: Float[Array, "n cin"]) -> Float[Array, "n cout"]:
+        return self.scale * (x @ self.weight.T)  # the bug: transposed
+
+
+def test_a_constructors_size_a_field_names_is_the_functions_size() -> None:
+    # `out_channels` lands where the weight's annotation says `cout`, a name
+    # of the function's (its return): it is `cout`, no unknown to take as
+    # `cin`. The clean module checks with no assumption to note.
+    report = treespec.check_shapes(Mixer.__call__)
+    assert report.ok and not report.notes, str(report)
+
+
+def test_a_transpose_that_needs_two_field_sizes_equal_is_an_error() -> None:
+    # `x @ weight.T` runs only where cin == cout, two names the annotations
+    # keep distinct: an error, never `out_channels == cin` taken.
+    model = MixerBug(3, 4, 2.0, key=jax.random.key(0))
+    with pytest.raises(TypeError):
+        MixerBug.__call__.__wrapped__(model, jnp.zeros((5, 3)))
+    (error,) = treespec.check_shapes(MixerBug.__call__).errors
+    source, first = inspect.getsourcelines(MixerBug.__call__)
+    line = next(i for i, text in enumerate(source) if "the bug" in text)
+    assert error.line == first + line, str(error)
+    assert "cin" in error.message and "cout" in error.message, str(error)

@@ -68,7 +68,7 @@ from .containers import (
     sequence_value,
     union_value,
 )
-from .leaves import dtype_of, finite_values, modes_of
+from .leaves import dtype_of, finite_values, modes_of, named_by_fields
 from .readings import OwnPath
 from .scopes import InstanceScopes
 
@@ -139,6 +139,9 @@ class Builder:
     inits: int = 0
     #: The sizes constructors took that no annotation names (`Taken`).
     taken: Taken = dataclasses.field(default_factory=Taken)
+    #: Of the sizes a constructor took, those its instance's fields hold
+    #: under a name of the function's own (`leaves.named_by_fields`).
+    fielded: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def build(
         self,
@@ -268,7 +271,7 @@ class Builder:
             why = f"{node.text} is an abstract class, of a subclass no annotation names"
             raise CannotBuild(path, why)
         if is_nnx(cls):
-            return self._constructed(cls, path, unbuilt)
+            return self._constructed(node, path, unbuilt)
         if cls in self._classes:
             raise CannotBuild(path, f"{node.text} contains itself")
         defaults = field_defaults(cls)
@@ -283,7 +286,7 @@ class Builder:
                 for name, child in node.fields.items()
             }
         except (CannotBuild, MissingValue) as error:  # no shape: its `__init__`
-            return self._constructed(cls, path, error)
+            return self._constructed(node, path, error)
         finally:
             self._classes.pop()
             self.scopes.leave()
@@ -293,7 +296,7 @@ class Builder:
             # counts, so it makes the whole (else the fields stand).
             by_fields, self.assumed = self.assumed, before
             with contextlib.suppress(_FieldsInstead):
-                return self._constructed(cls, path, _FieldsInstead())
+                return self._constructed(node, path, _FieldsInstead())
             self.assumed = by_fields
         if is_namedtuple(cls):
             return cls(**values)
@@ -304,13 +307,18 @@ class Builder:
             object.__setattr__(instance, name, value)
         return instance
 
-    def _constructed(self, cls: type, path: str, error: Exception) -> Any:
+    def _constructed(self, node: ClassNode, path: str, error: Exception) -> Any:
         """An instance made by the class's own `__init__` (`construct.py`),
         else what its fields could not say (`error`); a refusal of the sizes
         of a run, a `CannotBuild` that names it."""
         self.inits += 1
+        cls = node.cls
         try:
-            return by_init(cls, path, self.sizes, self._named, self.assumed)
+            made = by_init(cls, path, self.sizes, self._named, self.assumed)
+            if self.sizes is not None and cls not in self.scopes.several:
+                own = self.declared if self.own is None else self.own
+                self.fielded.update(named_by_fields(node, made, self.sizes, own))
+            return made
         except NeedsConcrete:
             raise
         except Refused as refused:

@@ -148,34 +148,31 @@ class _Checker:
         self.t = target
         self.constraints = constraints
         self.findings = Findings()
-        #: The message of what the last trace raised (for `symbolic_limit`).
-        self._raised = ""
-        #: Constructor arguments taken by assumption, said in a note.
-        self._assumed: dict[str, Any] = {}
+        self._raised = ""  # what the last trace raised (for `symbolic_limit`)
+        self._assumed: dict[str, Any] = {}  # a constructor's, said in a note
         spec = target.spec
         nodes = [*(p.node for p in spec.params), spec.returns]
         self.declared = declared_names(nodes)
         self.own = own_names(nodes)
         self.splitter = splitter_for(target.inner, spec, target.flags, target.default)
-        #: Names whose odd sizes the annotations say what they give.
-        self.rounded = rounded_names(nodes)
-        #: The classes whose instances bind their own names (`scopes.py`),
-        #: and what the code needs of those names (`relations_needed`).
+        self.rounded = rounded_names(nodes)  # names rounded: what odd sizes give
+        #: Classes binding per instance (`scopes.py`); the relations taken.
         self.several: frozenset[type] = frozenset()
         self.relations: dict[str, str] = {}
         self.guessed: set[str] = set()  # of those, one assignment of several
         #: Relations the code needs that the checker could not use (a size it
         #: cannot evaluate, `min(n, 3)`): the check stops there, in a note.
         self.unusable: dict[str, str] = {}
-        #: A constructor's sizes to solve (`construct.Taken`).
-        self.unknown: frozenset[str] = frozenset()
+        #: A constructor's sizes to solve (`construct.Taken`), less those its
+        #: instance's fields hold under the function's names (`fielded`).
+        self.unknown, self.fielded = frozenset[str](), dict[str, str]()
 
     def run(self) -> ShapeReport:
         t = self.t
         try:
             first = self._first_pass()
         except (CannotBuild, MissingValue, SpecError) as error:
-            return _skipped(t, error)
+            return outcomes.skipped(error, (t.file, t.line, t.name))
         if first.variadic:  # the second variant's names (`batch0`, `batch1`)
             second = self._builder(Run(1, {}), None)
             self._arguments(second)
@@ -227,7 +224,16 @@ class _Checker:
         return first
 
     def _arguments(self, builder: Builder) -> tuple[list[Any], dict[str, Any]]:
-        return arguments_of(self.t, builder)
+        """The call `builder` builds; built again where an instance holds a
+        constructor's size under a name of the function's (`fielded`)."""
+        built = arguments_of(self.t, builder)
+        unknown = self.unknown - self.relations.keys()
+        if not (named := {u: n for u, n in builder.fielded.items() if u in unknown}):
+            return built
+        self.fielded.update(named)
+        self.unknown -= named.keys()
+        run = Run(builder.variant, dict(builder.chosen))
+        return self._arguments(self._builder(run, dict(builder.sizes or {})))
 
     def _trace(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
         t = self.t
@@ -309,8 +315,8 @@ class _Checker:
 
     def _builder(self, run: Run, sizes: dict[str, Any] | None) -> Builder:
         scopes = InstanceScopes(self.several)
-        if sizes is not None and self.relations:
-            sizes = relations.with_relations(sizes, self.relations)
+        if sizes is not None and (taken := {**self.fielded, **self.relations}):
+            sizes = relations.with_relations(sizes, taken)
         declared, own = self.declared, self.own
         return Builder(
             sizes, run.chosen, run.variant, declared=declared, own=own, scopes=scopes
@@ -345,11 +351,7 @@ class _Checker:
             every = {**at(sizes), **fixed}
 
             def needed(text: str) -> dict[str, str]:  # its sizes by their names
-                # A size related to a named one is read as that name.
-                at_sizes = relations.with_relations(every, self.relations)
-                named = {k: v for k, v in at_sizes.items() if k not in self.relations}
-                shown = witness.by_names(text, named)
-                return relations.relations_needed(shown, self.unknown)
+                return relations.needed_at(text, every, self.relations, self.unknown)
 
             raised = self._raised  # what the run found, not its last try
             found = relations.solved_or_matched(
@@ -379,7 +381,7 @@ class _Checker:
                 return self._at_def("note", str(error))
             finally:  # a constructor first run at witnesses takes unknowns too
                 self._assumed.update(builder.assumed)
-                self.unknown |= builder.taken.unknown
+                self.unknown |= builder.taken.unknown - self.fielded.keys()
             return self._trace(*args)
 
         return names, trace_at
@@ -391,10 +393,3 @@ class _Checker:
 
     def _at_def(self, severity: Literal["error", "note"], message: str) -> ShapeIssue:
         return ShapeIssue(severity, self.t.file, self.t.line, self.t.name, message)
-
-
-def _skipped(t: Target, error: Exception) -> ShapeReport:
-    """The report of a function that could not be checked: why, at its `def`."""
-    why = outcomes.skipped_text(error, t.name)
-    issue = ShapeIssue("note", t.file, t.line, t.name, why, skipped=True)
-    return ShapeReport(t.name, (issue,))

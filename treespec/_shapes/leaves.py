@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 import re
 import typing
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import jax
@@ -24,6 +24,7 @@ __all__ = [
     "dtype_of",
     "finite_values",
     "modes_of",
+    "named_by_fields",
     "own_names",
     "rounded_names",
 ]
@@ -106,6 +107,33 @@ def own_names(nodes: Iterable[Node]) -> frozenset[str]:
     for text in _dim_texts(nodes, fields=False):
         found.update(dict.fromkeys(DIM_NAME.findall(text)))
     return frozenset(found)
+
+
+def named_by_fields(
+    node: ClassNode, instance: Any, sizes: Mapping[str, Any], own: Iterable[str]
+) -> dict[str, str]:
+    """The sizes (by name, of `sizes`) that an instance's own constructor put
+    where its fields' annotations write a name of the function's own
+    (`own`): `weights: "cin cout m"` made `(in_channels, out_channels,
+    modes)` beside `-> "cout n"`: `out_channels` is `cout`, as the
+    annotations say. A size held under two names, or two sizes of one
+    value, says nothing."""
+    names: dict[str, list[str]] = {}
+    for name, size in sizes.items():
+        names.setdefault(str(size), []).append(name)
+    found: dict[str, set[str]] = {}
+    for field, child in node.fields.items():
+        if not isinstance(child, LeafNode):
+            continue
+        shape = getattr(getattr(instance, field, None), "shape", None)
+        tokens = str(getattr(child.annotation, "dim_str", "")).split()
+        if shape is None or len(shape) != len(tokens):
+            continue
+        for token, size in zip(tokens, shape):
+            held = names.get(str(size), [])
+            if token in own and len(held) == 1 and held[0] != token:
+                found.setdefault(held[0], set()).add(token)
+    return {name: tokens.pop() for name, tokens in found.items() if len(tokens) == 1}
 
 
 def _dim_texts(nodes: Iterable[Node], fields: bool = True) -> Iterator[str]:

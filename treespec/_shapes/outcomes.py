@@ -15,7 +15,7 @@ import jax
 from .._model.errors import RETURN, ValidationError
 from .._runtime.checking.dims import DIM_NAME
 from .messages import bound_against_value, unequal_sizes
-from .report import ShapeIssue, as_note
+from .report import ShapeIssue, ShapeReport, as_note
 from .reshapes import Unequal
 from .user_code import raised_by_a_library
 
@@ -27,6 +27,7 @@ __all__ = [
     "relation_note",
     "undecided_note",
     "unusable_note",
+    "skipped",
     "skipped_text",
     "suggestion",
     "unstated_relation",
@@ -281,6 +282,14 @@ def unusable_note(issue: ShapeIssue, relations: dict[str, str]) -> ShapeIssue:
         f"not checked past this line: the code needs {needs}, a size the "
         f"checker cannot evaluate ({issue.message})",
     )
+
+
+def skipped(error: Exception, where: tuple[str, int, str]) -> ShapeReport:
+    """The report of a function (`where`: its file, line and name) that could
+    not be checked: why (`skipped_text`), at its `def`."""
+    file, line, name = where
+    why = skipped_text(error, name)
+    return ShapeReport(name, (ShapeIssue("note", file, line, name, why, skipped=True),))
 
 
 def skipped_text(error: Exception, function: str) -> str:

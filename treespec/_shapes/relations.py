@@ -15,12 +15,14 @@ from typing import Any
 
 from .._runtime.checking.dims import DIM_NAME
 from .messages import bound_against_value, unequal_sizes
+from .readings import by_names
 from .scopes import SCOPED, InstanceScopes
 
 __all__ = [
     "MAX_MATCHES",
     "MAX_RELATIONS",
     "matched",
+    "needed_at",
     "relations_needed",
     "relations_text",
     "solved",
@@ -73,6 +75,20 @@ def relations_needed(text: str, unknown: Collection[str] = ()) -> dict[str, str]
             if bound in unknown and bound not in found and not size.isdigit():
                 found[bound] = size
     return found
+
+
+def needed_at(
+    text: str,
+    sizes: dict[str, Any],
+    relations: dict[str, str],
+    unknown: Collection[str],
+) -> dict[str, str]:
+    """`relations_needed` of a failure at concrete `sizes`, its numbers read
+    as the names of those sizes: a size related to a named one (`relations`)
+    as that name."""
+    at_sizes = with_relations(sizes, relations)
+    named = {k: v for k, v in at_sizes.items() if k not in relations}
+    return relations_needed(by_names(text, named), unknown)
 
 
 def _summands(a: str, b: str, unknown: Collection[str]) -> dict[str, str]:
