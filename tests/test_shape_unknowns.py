@@ -1746,3 +1746,60 @@ def test_a_transpose_that_needs_two_field_sizes_equal_is_an_error() -> None:
     line = next(i for i, text in enumerate(source) if "the bug" in text)
     assert error.line == first + line, str(error)
     assert "cin" in error.message and "cout" in error.message, str(error)
+
+
+class TiledHeads(eqx.Module):
+    """A query tiled over `num_heads` heads, added to `h` heads of each of
+    `kvh` groups; `num_groups` repeats the result (1 keeps the groups)."""
+
+    num_heads: int = eqx.field(static=True)
+    num_groups: int = eqx.field(static=True)
+
+    def __init__(self, num_heads: int, num_groups: int) -> None:
+        self.num_heads, self.num_groups = num_heads, num_groups
+
+    @treespec.jit
+    def __call__(
+        self, q: Float[Array, " dh"], x: Float[Array, "g kvh h dh"]
+    ) -> Float[Array, "g kvh e"]:
+        a = jnp.tile(q, self.num_heads)[None, None, :]
+        b = x.reshape(x.shape[0], x.shape[1], -1)
+        return jnp.repeat(a + b, self.num_groups, axis=0)
+
+
+def test_two_counts_against_three_sizes_reach_the_pairing_that_runs() -> None:
+    # Two counts at 1 against g, kvh and h make nine pairings; the one that
+    # runs (num_heads=h alone) is the eighth, which a budget of six cut: a
+    # false error on a module that runs with num_heads == h.
+    model = TiledHeads(4, 1)
+    model(jnp.zeros(3), jnp.zeros((2, 5, 4, 3)))  # it runs
+    report = treespec.check_shapes(TiledHeads.__call__)
+    assert report.ok, str(report)
+    assert any("num_heads=h" in note.message for note in report.notes), str(report)
+
+
+class MergedRotaryKeysBug(eqx.Module):
+    """Key-value heads merged (a count, taken as 1), rotated in halves (an
+    even width), then one head's width added: the bug."""
+
+    n_kv_heads: int = eqx.field(static=True)
+
+    def __init__(self, n_kv_heads: int) -> None:
+        self.n_kv_heads = n_kv_heads
+
+    @treespec.jit
+    def __call__(self, k: Float[Array, "b kvh dh"]) -> Float[Array, "b e"]:
+        y = k.reshape(k.shape[0], self.n_kv_heads * k.shape[-1])
+        y1, y2 = jnp.split(y, 2, axis=-1)  # rotary halves: an even width
+        return jnp.concatenate([-y2, y1], axis=-1) + k[:, 0, :]  # the bug
+
+
+def test_past_a_count_set_as_needed_the_furthest_error_is_said() -> None:
+    # With n_kv_heads=kvh at odd sizes the split of an odd width stops (a
+    # parity, no bug); at even sizes it gets past to the residual of one
+    # head's width: that line is the error, not the split's.
+    (error,) = treespec.check_shapes(MergedRotaryKeysBug.__call__).errors
+    source, first = inspect.getsourcelines(MergedRotaryKeysBug.__call__)
+    line = next(i for i, text in enumerate(source) if "the bug" in text)
+    assert error.line == first + line, str(error)
+    assert "n_kv_heads=kvh" in error.message, str(error)

@@ -97,12 +97,13 @@ def _tries(
     names: Sequence[str], counts: Mapping[str, int], failed: str
 ) -> Iterator[_Try]:
     """The counts the failure sets against named sizes, at those sizes
-    (`_paired`, `MAX_COUNT_TRIES // 2` at odd sizes, then as many at even
-    ones), then those of `_chained` (`MAX_COUNT_TRIES` at most)."""
-    half = MAX_COUNT_TRIES // 2
-    yield from itertools.islice(_paired(names, counts, failed), half)
-    yield from itertools.islice(_paired(names, counts, failed, even=True), half)
-    yield from itertools.islice(_chained(names, counts), MAX_COUNT_TRIES)
+    (`_paired`, `MAX_COUNT_TRIES` at odd sizes, then as many at even ones:
+    two counts against three sizes are nine pairings), then those of
+    `_chained` (`MAX_COUNT_TRIES` at most)."""
+    most = MAX_COUNT_TRIES
+    yield from itertools.islice(_paired(names, counts, failed), most)
+    yield from itertools.islice(_paired(names, counts, failed, even=True), most)
+    yield from itertools.islice(_chained(names, counts), most)
 
 
 def _chained(names: Sequence[str], counts: Mapping[str, int]) -> Iterator[_Try]:
@@ -224,7 +225,9 @@ def other_counts(
     for chain, values, relation, count in _tries(names, counts, failed.message):
         trace_at = traces[values != counts]
         if isinstance(found := trace_at({**chain, **values}), ShapeIssue):
-            if count and not relation and further is None and _past(found, failed):
+            # The furthest on: an odd try's stop at a part that needs even
+            # sizes (a rotary split) is no bug the even try gets past.
+            if count and not relation and _past(found, further or failed):
                 further = _further(found, count, chain, solved)
             continue
         if count:
