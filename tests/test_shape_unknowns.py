@@ -1803,3 +1803,107 @@ def test_past_a_count_set_as_needed_the_furthest_error_is_said() -> None:
     line = next(i for i, text in enumerate(source) if "the bug" in text)
     assert error.line == first + line, str(error)
     assert "n_kv_heads=kvh" in error.message, str(error)
+
+
+class MergedRotaryKeys(eqx.Module):
+    """`MergedRotaryKeysBug` without its bug."""
+
+    n_kv_heads: int = eqx.field(static=True)
+
+    def __init__(self, n_kv_heads: int) -> None:
+        self.n_kv_heads = n_kv_heads
+
+    @treespec.jit
+    def __call__(self, k: Float[Array, "b kvh dh"]) -> Float[Array, "b e"]:
+        y = k.reshape(k.shape[0], self.n_kv_heads * k.shape[-1])
+        y1, y2 = jnp.split(y, 2, axis=-1)  # rotary halves: an even width
+        return jnp.concatenate([-y2, y1], axis=-1)
+
+
+def test_a_count_set_as_needed_is_tried_at_even_sizes_too() -> None:
+    # n_kv_heads must be kvh, and the halves need an even width: at odd
+    # sizes the count so set stops at the split; at even ones it runs.
+    MergedRotaryKeys(2)(jnp.zeros((3, 2, 5)))  # it runs
+    report = treespec.check_shapes(MergedRotaryKeys.__call__)
+    assert report.ok, str(report)
+    assert any("n_kv_heads=kvh" in note.message for note in report.notes)
+
+
+class PatchRowsAndColumnsBug(nnx.Module):
+    """Positions for `(img // patch) * 2` patches: rows plus columns."""
+
+    def __init__(
+        self, img: int, patch: int, chans: int, dim: int, *, rngs: nnx.Rngs
+    ) -> None:
+        size = (patch, patch)
+        self.proj = nnx.Conv(chans, dim, size, strides=size, padding="VALID", rngs=rngs)
+        self.pos = nnx.Param(jnp.zeros((1, (img // patch) * 2, dim)))  # the bug
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "b img img chans"]) -> Float[Array, "b t dim"]:
+        x = self.proj(x)
+        return x.reshape(x.shape[0], -1, x.shape[-1]) + self.pos[...]
+
+
+class PatchCeilBug(nnx.Module):
+    """Positions for `ceil(img / patch)` patches a side, as SAME padding
+    makes; the VALID convolution makes `img // patch`."""
+
+    def __init__(
+        self, img: int, patch: int, chans: int, dim: int, *, rngs: nnx.Rngs
+    ) -> None:
+        size = (patch, patch)
+        self.proj = nnx.Conv(chans, dim, size, strides=size, padding="VALID", rngs=rngs)
+        self.pos = nnx.Param(jnp.zeros((1, (-(-img // patch)) ** 2, dim)))  # the bug
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "b img img chans"]) -> Float[Array, "b t dim"]:
+        x = self.proj(x)
+        return x.reshape(x.shape[0], -1, x.shape[-1]) + self.pos[...]
+
+
+@pytest.mark.parametrize(
+    "twin", [PatchRowsAndColumnsBug, PatchCeilBug], ids=["rows plus columns", "ceil"]
+)
+def test_the_other_orders_witnesses_neither_double_nor_divide(twin: type) -> None:
+    # Taken the other way round, the image is three times the patch and
+    # does not divide by it: 2 a side would make `2*2 == 2**2`, 33 over 11
+    # would make ceil and floor agree, and either bug would run unseen.
+    # Only `patch == img` makes them run: a note that says so.
+    report = treespec.check_shapes(twin.__call__)
+    assert any("patch == img" in note.message for note in report.notes), str(report)
+
+
+class FeatureTokensBug(eqx.Module):
+    """Numeric and categorical features pooled; the categorical positions
+    sized `n_num`, a parameter of its own, where `len(cardinalities)`
+    belongs."""
+
+    num_w: jax.Array
+    cat_pos: jax.Array
+    embeds: list[eqx.nn.Embedding]
+
+    def __init__(self, n_num: int, cardinalities: tuple[int, ...], d: int) -> None:
+        key = jax.random.key(0)
+        self.num_w = jnp.zeros((n_num, d))
+        self.cat_pos = jnp.zeros((n_num, d))  # the bug
+        self.embeds = [eqx.nn.Embedding(c, d, key=key) for c in cardinalities]
+
+    @treespec.jit
+    def __call__(
+        self, x_num: Float[Array, " n_num"], x_cat: Int[Array, " n_cat"]
+    ) -> Float[Array, " d"]:
+        num = x_num[:, None] * self.num_w
+        cat = jnp.stack([e(x_cat[i]) for i, e in enumerate(self.embeds)])
+        return num.sum(0) + (cat + self.cat_pos).sum(0)
+
+
+def test_a_sequence_is_never_as_long_as_a_size_a_parameter_took() -> None:
+    # `n_num` is the constructor's own parameter, so `cardinalities` of
+    # n_num parts is no way its author builds it: the error stands.
+    report = treespec.check_shapes(FeatureTokensBug.__call__)
+    (error,) = report.errors
+    source, first = inspect.getsourcelines(FeatureTokensBug.__call__)
+    line = next(i for i, text in enumerate(source) if "self.cat_pos).sum" in text)
+    assert error.line == first + line, str(error)
+    assert "of n_num parts" not in str(report), str(report)

@@ -2802,3 +2802,34 @@ def test_the_checks_own_traces_are_no_retrace_storm(
     assert table.trace_count == 7
     storm = [r.getMessage() for r in caplog.records if "table traced" in r.getMessage()]
     assert len(storm) == 1 and "traced 6 times" in storm[0], storm
+
+
+def test_the_checks_traces_of_a_nested_shard_map_are_not_the_users(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `shard_map` (as `pmap`) counts its traces itself: the check's are not
+    # counted, and the user's first call is no retrace to explain.
+    import logging
+
+    from jax.sharding import Mesh, PartitionSpec
+
+    monkeypatch.setenv("TREESPEC_EXPLAIN_RECOMPILES", "1")
+    mesh = Mesh(jax.devices()[:1], ("x",))
+
+    def _doubled(x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+        return x * 2.0
+
+    doubled = treespec.shard_map(
+        _doubled, mesh, in_specs=PartitionSpec(), out_specs=PartitionSpec()
+    )
+
+    @treespec.jit
+    def outer(x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+        return doubled(x) + 1.0
+
+    with caplog.at_level(logging.INFO, logger="treespec"):
+        assert treespec.check_shapes(outer).ok
+        assert doubled.trace_count == 0
+        doubled(jnp.ones((4, 3)))  # the user's first call
+    assert doubled.trace_count == 1
+    assert not [r for r in caplog.records if "retrac" in r.getMessage()], caplog.text
