@@ -1902,3 +1902,35 @@ def test_a_sequence_is_never_as_long_as_a_size_a_parameter_took() -> None:
     line = next(i for i, text in enumerate(source) if "self.cat_pos).sum" in text)
     assert error.line == first + line, str(error)
     assert "of n_num parts" not in str(report), str(report)
+
+
+class SpectralBug(eqx.Module):
+    """A Fourier layer made by its constructor (`modes` has no shape), its
+    weights annotated with the function's `cin` and `cout`."""
+
+    weights: Float[Array, "cin cout m"]
+    modes: int = eqx.field(static=True)
+
+    def __init__(
+        self, in_channels: int, out_channels: int, modes: int, *, key: jax.Array
+    ) -> None:
+        shape = (in_channels, out_channels, modes)
+        self.weights = jax.random.normal(key, shape) / (in_channels * out_channels)
+        self.modes = modes
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "cin n"]) -> Float[Array, "cout n"]:
+        x_ft = jnp.fft.rfft(x, axis=-1)[:, : self.modes]
+        w = self.weights.astype(x_ft.dtype)
+        out = jnp.einsum("im,oim->om", x_ft, w)  # the bug: i and o swapped
+        return jnp.fft.irfft(out, n=x.shape[-1], axis=-1)
+
+
+def test_a_field_named_size_is_not_shown_at_a_witness_of_its_own() -> None:
+    # The einsum pairs cin with cout, two names of the function's; found at
+    # concrete sizes, where out_channels ran at cout's size: the message
+    # shows the sizes the run used, never out_channels at one of its own.
+    (error,) = treespec.check_shapes(SpectralBug.__call__).errors
+    assert "(cin)" in error.message and "(cout)" in error.message, str(error)
+    assert "concrete sizes" in error.message, str(error)
+    assert "out_channels=" not in error.message, str(error)

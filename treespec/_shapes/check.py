@@ -155,7 +155,7 @@ class _Checker:
         self.declared = declared_names(nodes)
         self.own = own_names(nodes)
         self.splitter = splitter_for(target.inner, spec, target.flags, target.default)
-        self.rounded = rounded_names(nodes)  # names rounded: what odd sizes give
+        self.named = (rounded_names(nodes), self.declared)  # for `witness.decide`
         #: Classes binding per instance (`scopes.py`); the relations taken.
         self.several: frozenset[type] = frozenset()
         self.relations: dict[str, str] = {}
@@ -332,8 +332,8 @@ class _Checker:
     ) -> Any:
         """The run at concrete witnesses (`witness.decide`), within `symbols`."""
         names, at = self._concrete(run, free, fixed, symbols)
-        of = (self.t.inner, self.rounded, self.declared)
-        return unsaid(witness.decide(at, names, symbolic, *of), self.relations)
+        found = witness.decide(at, names, symbolic, self.t.inner, *self.named)
+        return unsaid(found, [*self.relations, *self.fielded])
 
     def _concrete(
         self,
