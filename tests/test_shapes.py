@@ -2616,6 +2616,29 @@ def test_a_number_with_two_readings_is_no_relation() -> None:
 
 
 @treespec.jit
+def _fused_qkv_split_by_tokens(
+    x: Float[Array, "b t d"], w_qkv: Float[Array, "d 3*d"], w_out: Float[Array, "d d"]
+) -> Float[Array, "b t d"]:
+    q, k, v = jnp.split(x @ w_qkv, 3, axis=1)  # the tokens split, not the features
+    scores = jax.nn.softmax(jnp.einsum("bqe,bke->bqk", q, k), axis=-1)
+    return jnp.einsum("bqk,bke->bqe", scores, v) @ w_out
+
+
+def test_three_times_a_size_is_read_as_such_at_a_chain_witness() -> None:
+    # Blind corpus: where t divides by 3 (a chain witness, b=72, d=12) the
+    # attention's output is 3*d wide against w_out's d. 36 is 3*d and b // 2
+    # there: it was read as b // 2 only, a relation `b == 2*d` to state,
+    # and the bug passed as a note. Two readings make it a number: an error.
+    (error,) = treespec.check_shapes(_fused_qkv_split_by_tokens).errors
+    assert error.line == _line(_fused_qkv_split_by_tokens, "@ w_out"), str(error)
+    assert "b == 2*d" not in error.message, str(error)
+    with pytest.raises(TypeError):
+        _fused_qkv_split_by_tokens(
+            jnp.ones((2, 6, 4)), jnp.ones((4, 12)), jnp.ones((4, 4))
+        )
+
+
+@treespec.jit
 def _block_sum(x: Float[Array, "n d"]) -> Float[Array, "(n+3)//4 d"]:
     n, d = x.shape
     pad = -n % 4  # whole blocks of 4

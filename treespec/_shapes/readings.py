@@ -26,11 +26,11 @@ _DTYPE = re.compile(r"\b(?:bool|(?:b?float|u?int|complex)\d+)\[$")
 
 def by_names(text: str, sizes: Mapping[str, int]) -> str:
     """`text` with each witness size written as its dimension's name, and a
-    product of two of them, twice one, or a half, third or quarter of one
-    (at least `_SMALLEST_PART`), as that expression of names (`143` at `b=11,
-    n=13` is `b*n`; `22` is `2*b`; `18` at `g=72` is `g // 4`): distinct odd
-    primes factor one way only; a number with two readings (at chain
-    witnesses) stays a number,
+    product of two of them, twice or three times one, or a half, third or
+    quarter of one (at least `_SMALLEST_PART`), as that expression of names
+    (`143` at `b=11, n=13` is `b*n`; `22` is `2*b`; `18` at `g=72` is
+    `g // 4`): distinct odd primes factor one way only; a number with two
+    readings (at chain witnesses 36 is `3*d` and `b // 2`) stays a number,
     and a line number, a count of problems and a key path's index stay
     one."""
     names = {size: name for name, size in sizes.items()}
@@ -39,7 +39,8 @@ def by_names(text: str, sizes: Mapping[str, int]) -> str:
     for (first, one), (second, other) in pairs:
         readings.setdefault(one * other, set()).add(f"{first}*{second}")
     for name, size in sizes.items():
-        readings.setdefault(2 * size, set()).add(f"2*{name}")
+        for times in (2, 3):  # a fused projection's `3*d`
+            readings.setdefault(times * size, set()).add(f"{times}*{name}")
         for part in (2, 3, 4):  # a part of one (`g // 4`: an LSTM's gate)
             if size % part == 0 and size // part >= _SMALLEST_PART:
                 readings.setdefault(size // part, set()).add(f"{name} // {part}")
