@@ -2639,6 +2639,29 @@ def test_three_times_a_size_is_read_as_such_at_a_chain_witness() -> None:
 
 
 @treespec.jit
+def _conv3d_same(
+    x: Float[Array, "b c t h w"],
+    kernel: Float[Array, "o c kt kh kw"],
+    bias: Float[Array, " o"],
+) -> Float[Array, "b o t h w"]:
+    y = jax.lax.conv_general_dilated(x, kernel, (1, 1, 1), padding="VALID")  # not SAME
+    return y + bias[None, :, None, None, None]
+
+
+def test_a_kernel_larger_than_its_input_at_nine_names_is_decided_by_chains() -> None:
+    # Blind corpus: the witnesses give the kernel (named last) sizes larger
+    # than the video's, so VALID's output axes are empty there, a failure
+    # that reads as sizes not dividing. Nine names had no chain witness,
+    # so the bug was a note; at a chain the kernel is the smaller: an error.
+    (error,) = treespec.check_shapes(_conv3d_same).errors
+    assert error.line == _line(_conv3d_same, "return y"), str(error)
+    assert "the return value" in error.message, str(error)
+    x, kernel = jnp.ones((1, 2, 5, 6, 7)), jnp.ones((3, 2, 3, 3, 3))
+    with pytest.raises(treespec.ValidationError):
+        _conv3d_same(x, kernel, jnp.ones(3))
+
+
+@treespec.jit
 def _block_sum(x: Float[Array, "n d"]) -> Float[Array, "(n+3)//4 d"]:
     n, d = x.shape
     pad = -n % 4  # whole blocks of 4
