@@ -146,6 +146,32 @@ def test_an_axis_of_an_expression_is_read_after_the_names_it_uses_are_bound() ->
     ), msg
 
 
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class GatedUnit:
+    value: Float[Array, "d 2*h"]  # h is bound by the field after it
+    gate: Float[Array, "h 2*h"]
+
+
+@treespec.jit
+def gated(params: GatedUnit, x: Float[Array, "b d"]) -> Float[Array, "b 2*h"]:
+    return x @ params.value
+
+
+def test_an_axis_of_an_expression_waits_for_a_leaf_that_has_one_too() -> None:
+    # Blind corpus: TabNet's GLU, whose `"h 2*h"` binds the `h` that the
+    # field before it reads. Both have an expression: the one whose names
+    # are bound is read first, wherever it comes.
+    params = GatedUnit(jnp.ones((3, 8)), jnp.ones((4, 8)))
+    assert gated(params, jnp.ones((2, 3))).shape == (2, 8)
+    wrong = GatedUnit(jnp.ones((3, 6)), jnp.ones((4, 8)))
+    (msg,) = _messages(lambda: gated(wrong, jnp.ones((2, 3))))
+    assert msg == (
+        "argument params, at params.value: expected Float[Array, 'd 2*h'] "
+        "with d=3 bound by x, h=4 bound by params.gate, got float32[3,6]"
+    ), msg
+
+
 def test_an_axis_of_an_expression_no_leaf_binds_is_a_spec_error_naming_it() -> None:
     @treespec.jit
     def half(table: Float[Array, "max_len k//2"]) -> jax.Array:

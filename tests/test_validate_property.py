@@ -126,3 +126,37 @@ def test_conforming_passes_and_one_bad_leaf_is_named(schema: Any, data: Any) -> 
         assert [issue.loc for issue in err.issues] == [f"argument value, at {bad[0]}"]
     else:
         raise AssertionError(f"perturbing {bad} was not caught")
+
+
+#: Annotations each of which reads a name another binds: `k` is bound by
+#: `"2*h k"` only, which reads `h`; `"h+k 3"` reads both.
+_CHAINED = (("h", (5,)), ("2*h k", (10, 7)), ("h+k 3", (12, 3)))
+
+
+@given(st.permutations(range(len(_CHAINED))), st.sampled_from([None, 0, 1, 2]))
+@settings(max_examples=30, deadline=None)
+def test_leaves_that_read_each_others_names_pass_in_any_order(
+    order: list[int], bad: int | None
+) -> None:
+    # DESIGN: an axis of an expression is checked after the leaves that
+    # bind its names, wherever it comes in the call.
+    hints = [Float[Array, _CHAINED[i][0]] for i in order]
+
+    def f(parts: Any) -> None:
+        return None
+
+    f.__annotations__ = {"parts": tuple[tuple(hints)], "return": None}
+    checked = treespec.jit(f)
+    shapes = [_CHAINED[i][1] for i in order]
+    if bad is None:
+        checked(tuple(jnp.ones(shape) for shape in shapes))
+        return
+    where = order.index(bad)
+    shapes[where] = (shapes[where][0] + 1, *shapes[where][1:])
+    try:
+        checked(tuple(jnp.ones(shape) for shape in shapes))
+    except ValidationError as error:
+        paths = [issue.format().split(":")[0] for issue in error.issues]
+        assert paths and all("argument parts, at parts[" in p for p in paths), paths
+    else:
+        raise AssertionError(f"{shapes} passed")

@@ -17,10 +17,21 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
-__all__ = ["DIM_NAME", "Bindings", "Blame", "Binding", "blame", "bound_dims"]
+__all__ = [
+    "DIM_NAME",
+    "Bindings",
+    "Blame",
+    "Binding",
+    "blame",
+    "bound_dims",
+    "expression_axes",
+    "names_bound",
+    "names_read",
+    "reading_order",
+]
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 #: A name inside a dimension: `h` and `p` of `(h//p)*w`, `n` of `#n`.
@@ -52,6 +63,52 @@ def bound_dims(annotation: Any, shape: Sequence[int]) -> Dims:
         if _NAME.match(name) and not (token.startswith("#") and size == 1):
             dims.append((name, size))
     return dims
+
+
+def expression_axes(annotation: Any) -> list[str]:
+    """The axes of a jaxtyping annotation that are expressions of names
+    (`d//2`, `t+1`), which jaxtyping reads only once they are bound."""
+    dims = getattr(annotation, "dim_str", "")
+    if not isinstance(dims, str):
+        return []
+    return [dim for dim in dims.split() if _EXPRESSION.search(dim.lstrip("*#?"))]
+
+
+#: An operator in an axis of a jaxtyping annotation (`d//2`, `t+1`, `(h*w)`).
+_EXPRESSION = re.compile(r"[-+*/%()]")
+
+
+def names_bound(annotation: Any) -> set[str]:
+    """The names a jaxtyping annotation binds: its plain axes' (`n`, `*b`)."""
+    tokens = str(getattr(annotation, "dim_str", "")).split()
+    return {t.lstrip("#*") for t in tokens if _NAME.match(t.lstrip("#*"))}
+
+
+def names_read(annotation: Any) -> set[str]:
+    """The names a jaxtyping annotation's expressions read (`d` of `d//2`)."""
+    return {n for axis in expression_axes(annotation) for n in DIM_NAME.findall(axis)}
+
+
+def reading_order(annotations: Sequence[Any], bound: Collection[str]) -> list[int]:
+    """The order to check leaves of these annotations in, by index: those
+    with no axis of an expression first, as they come; then, each time, the
+    first whose expressions read only names bound so far (`bound`, by the
+    leaves before it, or by its own plain axes): a GLU's `"h 2*h"` before
+    the `"d 2*h"` that comes before it. Those that never are come last, as
+    they come (jaxtyping refuses them)."""
+
+    binds, reads = names_bound, names_read
+    order = [i for i, a in enumerate(annotations) if not expression_axes(a)]
+    known = set(bound).union(*(binds(annotations[i]) for i in order))
+    rest = [i for i in range(len(annotations)) if i not in order]
+    while rest:
+        ready = [
+            i for i in rest if reads(annotations[i]) <= known | binds(annotations[i])
+        ]
+        order.append(ready[0] if ready else rest[0])
+        rest.remove(order[-1])
+        known |= binds(annotations[order[-1]])
+    return order
 
 
 @dataclasses.dataclass

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -30,7 +29,16 @@ from ..._model.spec import AnyNode, LeafNode, Node, NoneNode, UnionNode
 from ..planning.plan import Kind, LeafInfo
 from ..planning.values import is_array
 from ..reading.typing_forms import is_jaxtyping_array
-from .dims import Binding, Bindings, blame, bound_dims
+from .dims import (
+    Binding,
+    Bindings,
+    blame,
+    bound_dims,
+    expression_axes,
+    names_bound,
+    names_read,
+    reading_order,
+)
 from .symbolic import is_dim_expr, match_symbolic, symbolic_conflicts
 
 __all__ = [
@@ -223,10 +231,9 @@ def _check_indexed(
     issues: dict[int, Issue] = {}
     failed: list[int] = []
     # A leaf whose annotation has an axis of an expression (a rotary table's
-    # `"max_len d//2"`) after the others, which bind its names (`x: "t d"`).
-    later = [bool(_expressions(info.node)) for info, _, _ in pairs]
-    order = sorted(range(len(pairs)), key=later.__getitem__)
-    for i in order:
+    # `"max_len d//2"`) after the leaves that bind its names (`x: "t d"`).
+    annotations = [getattr(info.node, "annotation", None) for info, _, _ in pairs]
+    for i in reading_order(annotations, bindings.sizes):
         info, kind, value = pairs[i]
         try:
             ok, expected = _leaf_ok(info.node, kind, value, info.path, bindings)
@@ -235,6 +242,9 @@ def _check_indexed(
 
             if not isinstance(error, jaxtyping.AnnotationError):
                 raise
+            refused = {n for j in issues for n in names_bound(annotations[j])}
+            if names_read(annotations[i]) & refused:
+                continue  # its names' binder is refused: that one is said
             raise _unreadable(info, error) from None
         if ok:
             continue
@@ -256,26 +266,14 @@ def _unreadable(info: LeafInfo, error: Exception) -> SpecError:
     (an axis of an expression of names no leaf of the call binds:
     `"max_len k//2"`)."""
     text = getattr(info.node, "text", "") or repr(info.node)
-    axes = ", ".join(f"'{axis}'" for axis in _expressions(info.node)) or "an axis"
+    annotation = getattr(info.node, "annotation", None)
+    axes = ", ".join(f"'{axis}'" for axis in expression_axes(annotation)) or "an axis"
     return SpecError(
         f"{location(info.argument, info.path)}: {text} cannot be checked: "
         f"{axes} names a size no other leaf of the call binds, which jaxtyping "
         "needs to read it. Name that size in the signature, or annotate the "
         "leaf without the expression"
     )
-
-
-def _expressions(node: Node) -> list[str]:
-    """The axes of a jaxtyping annotation that are expressions of names
-    (`d//2`, `t+1`), which jaxtyping reads only once they are bound."""
-    dims = getattr(getattr(node, "annotation", None), "dim_str", "")
-    if not isinstance(dims, str):
-        return []
-    return [dim for dim in dims.split() if _EXPRESSION.search(dim.lstrip("*#?"))]
-
-
-#: An operator in an axis of a jaxtyping annotation (`d//2`, `t+1`, `(h*w)`).
-_EXPRESSION = re.compile(r"[-+*/%()]")
 
 
 def _dims_of(info: LeafInfo, kind: Kind, value: Any) -> Any:
