@@ -813,6 +813,90 @@ def test_two_names_that_differ_are_never_tried_at_other_counts() -> None:
     assert built and not any(d % 12 == 0 for d in built if isinstance(d, int)), built
 
 
+class BiasedWindowHeads(eqx.Module):
+    """blind18's Swin window attention: a count of heads no annotation
+    names, whose scores meet a relative bias annotated `"heads t t"`."""
+
+    qkv: eqx.nn.Linear
+    num_heads: int = eqx.field(static=True)
+
+    def __init__(self, dim: int, num_heads: int, *, key: Any) -> None:
+        self.qkv = eqx.nn.Linear(dim, 3 * dim, key=key)
+        self.num_heads = num_heads
+
+    @treespec.jit
+    def __call__(
+        self, x: Float[Array, "w t dim"], bias: Float[Array, "heads t t"]
+    ) -> Float[Array, "w t dim"]:
+        nw, t, c = x.shape
+        qkv = jax.vmap(jax.vmap(self.qkv))(x)
+        qkv = qkv.reshape(nw, t, 3, self.num_heads, c // self.num_heads)
+        q, k, v = qkv.transpose(2, 0, 3, 1, 4)
+        attn = jax.nn.softmax(q @ k.swapaxes(-1, -2) + bias[None], axis=-1)
+        return (attn @ v).transpose(0, 2, 1, 3).reshape(nw, t, c)
+
+
+class BiasedWindowHeadsBug(BiasedWindowHeads):
+    @treespec.jit
+    def __call__(
+        self, x: Float[Array, "w t dim"], bias: Float[Array, "heads t t"]
+    ) -> Float[Array, "w t dim"]:
+        nw, t, c = x.shape
+        qkv = jax.vmap(jax.vmap(self.qkv))(x)
+        qkv = qkv.reshape(nw, t, 3, self.num_heads, c // self.num_heads)
+        q, k, v = qkv.transpose(2, 0, 3, 1, 4)
+        attn = jax.nn.softmax(q @ k + bias[None], axis=-1)  # k not transposed
+        return (attn @ v).transpose(0, 2, 1, 3).reshape(nw, t, c)
+
+
+def test_a_count_of_heads_a_bias_names_is_set_where_the_width_divides() -> None:
+    # With one head, the bias's heads broadcast and the output folds `heads`
+    # into the width: a false error. `num_heads == heads` needs `dim`
+    # divisible by `heads`, where sizes divide each other: a note.
+    report = treespec.check_shapes(BiasedWindowHeads.__call__)
+    assert report.ok, str(report)
+    assert any("num_heads=heads" in p.message for p in report.notes), str(report)
+    report = treespec.check_shapes(BiasedWindowHeadsBug.__call__)
+    (error,) = report.errors
+    lines, first = inspect.getsourcelines(inspect.unwrap(BiasedWindowHeadsBug.__call__))
+    bug = next(i for i, text in enumerate(lines) if "q @ k +" in text)
+    assert error.line == first + bug, str(report)
+    model = BiasedWindowHeads(8, 2, key=jax.random.key(0))
+    assert model(jnp.ones((3, 5, 8)), jnp.ones((2, 5, 5))).shape == (3, 5, 8)
+
+
+class PatchTowerBug(eqx.Module):
+    """blind17's CLIP image tower, its pool over the channels and rows."""
+
+    patchify: eqx.nn.Conv2d
+    proj: eqx.nn.Linear
+
+    def __init__(
+        self, in_channels: int, width: int, embed_dim: int, patch_size: int, *, key: Any
+    ) -> None:
+        k1, k2 = jax.random.split(key)
+        self.patchify = eqx.nn.Conv2d(
+            in_channels, width, kernel_size=patch_size, stride=patch_size, key=k1
+        )
+        self.proj = eqx.nn.Linear(width, embed_dim, use_bias=False, key=k2)
+
+    @treespec.jit
+    def __call__(self, images: Float[Array, "b c h w"]) -> Float[Array, "b embed_dim"]:
+        feats = jax.vmap(self.patchify)(images)
+        pooled = jax.nn.gelu(feats).mean(axis=(1, 2))  # not the rows and columns
+        return jax.vmap(self.proj)(pooled)
+
+
+def test_a_count_is_never_tried_where_nine_sizes_of_two_three_and_five_coincide() -> None:
+    # At a chain witness of nine names, with `width == embed_dim // 4` set
+    # as a relation, the pooled columns `w // patch_size` (64800/720) were
+    # `embed_dim // 4` (360/4): the bug ran there, a divisibility note.
+    (error,) = treespec.check_shapes(PatchTowerBug.__call__).errors
+    lines, first = inspect.getsourcelines(inspect.unwrap(PatchTowerBug.__call__))
+    returned = next(i for i, text in enumerate(lines) if "return jax.vmap" in text)
+    assert error.line == first + returned, str(error)
+
+
 class Critic(nnx.Module):
     """blind6's SAC critic: one layer over observations and actions side by
     side, its input width a sum of two constructor sizes."""

@@ -45,6 +45,12 @@ _LARGEST = 64
 #: At sizes that divide each other, at most this many assignments of the
 #: unknowns no failure relates are tried (`relations.matched`), per run.
 FEWER_MATCHES = 16
+#: Counts are tried at chain witnesses of at most this many names (fewer
+#: than `witness.chains`' own bound): with unknowns set from relations, the
+#: ratios of more sizes, all products of 2, 3 and 5, coincide (an image
+#: tower's bug ran where `w // patch_size == embed_dim // 4`, 64800/720 and
+#: 360/4).
+_CHAIN_NAMES = 8
 
 
 #: A count of repetitions (`num_layers`, `depth`): it stacks parts of one
@@ -98,18 +104,19 @@ def _tries(
 ) -> Iterator[_Try]:
     """The counts the failure sets against named sizes, at those sizes
     (`_paired`, `MAX_COUNT_TRIES` at odd sizes, then as many at even ones:
-    two counts against three sizes are nine pairings), then those of
-    `_chained` (`MAX_COUNT_TRIES` at most)."""
+    two counts against three sizes are nine pairings, then as many at sizes
+    that divide each other), then those of `_chained` (`MAX_COUNT_TRIES` at
+    most)."""
     most = MAX_COUNT_TRIES
-    yield from itertools.islice(_paired(names, counts, failed), most)
-    yield from itertools.islice(_paired(names, counts, failed, even=True), most)
+    for at in ("odd", "even", "chain"):
+        yield from itertools.islice(_paired(names, counts, failed, at), most)
     yield from itertools.islice(_chained(names, counts), most)
 
 
 def _chained(names: Sequence[str], counts: Mapping[str, int]) -> Iterator[_Try]:
     """Each chain witness with the counts as taken, then each count in turn
     at each ratio of a chain's sizes (the others as taken)."""
-    every = chains(names)
+    every = chains(names, _CHAIN_NAMES)
     for chain in every:
         yield chain, dict(counts), "", ""
     for chain in every:
@@ -118,7 +125,7 @@ def _chained(names: Sequence[str], counts: Mapping[str, int]) -> Iterator[_Try]:
 
 
 def _paired(
-    names: Sequence[str], counts: Mapping[str, int], failed: str, even: bool = False
+    names: Sequence[str], counts: Mapping[str, int], failed: str, at: str = "odd"
 ) -> Iterator[_Try]:
     """Where a failure sets a count's value against a named size (one head,
     `1`, against a cache's `h`): the counts of that value at that size, at
@@ -128,9 +135,11 @@ def _paired(
     (`d` against `dh`), one the count's multiple of the other (`d == h*dh`:
     `d` split in `h` heads of `dh`, or `dh` the width of `h` heads of
     `d`); a nested call's refused argument sets its bound names against
-    the value's sizes (`kv_heads` of a cache against `1`). With `even`,
+    the value's sizes (`kv_heads` of a cache against `1`). `at` "even":
     the counts alone at the even witnesses (a part that needs even sizes, a
-    rotary table's halves, is no reason to leave the counts as taken)."""
+    rotary table's halves, is no reason to leave the counts as taken);
+    "chain": at each chain witness (`num_heads` of a bias's `heads`, where
+    the width splits in that many heads)."""
     pairs = unequal_sizes(failed) or list(itertools.chain(*bound_against_value(failed)))
     sizes, doubled = witnesses(names)
     named = [(x, y) for x, y in pairs if x in sizes and y in sizes]
@@ -146,8 +155,9 @@ def _paired(
     groups = [[c for c, v in counts.items() if v == value] for value, _ in against]
     for chosen, (_, n) in [*zip(groups, against), *_each(against, counts)]:
         said = ", ".join(f"{c}={n}" for c in chosen)
-        if even:
-            yield doubled, {**counts, **dict.fromkeys(chosen, doubled[n])}, "", said
+        if at != "odd":
+            for other in [doubled] if at == "even" else chains(names, _CHAIN_NAMES):
+                yield other, {**counts, **dict.fromkeys(chosen, other[n])}, "", said
             continue
         set_to = {**counts, **dict.fromkeys(chosen, sizes[n])}
         yield sizes, set_to, "", said

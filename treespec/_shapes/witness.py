@@ -283,15 +283,16 @@ def _concrete(
     )
 
 
-def chains(names: Sequence[str]) -> list[dict[str, int]]:
+def chains(names: Sequence[str], most: int = 0) -> list[dict[str, int]]:
     """Witnesses whose sizes divide each other: each name's size a multiple
     of every later one's (`heads` of `kv_heads`, in the order the
     annotations name them), then of every earlier one's; from 12, then from
     a size that a constant of the code divides too (32 groups of a group
     norm, 64 heads). For functions that need a divisibility the annotations
     do not state (grouped-query attention, a split in halves): distinct
-    sizes still, so that a bug past it fails."""
-    if len(names) > _CHAIN_NAMES:
+    sizes still, so that a bug past it fails. None past `most` names
+    (`_CHAIN_NAMES` unless given)."""
+    if len(names) > (most or _CHAIN_NAMES):
         return []
     found = []
     for base in _CHAIN_BASES:
