@@ -887,7 +887,7 @@ class PatchTowerBug(eqx.Module):
         return jax.vmap(self.proj)(pooled)
 
 
-def test_a_count_is_never_tried_where_nine_sizes_of_two_three_and_five_coincide() -> None:
+def test_a_count_is_never_tried_where_nine_sizes_of_2_3_and_5_coincide() -> None:
     # At a chain witness of nine names, with `width == embed_dim // 4` set
     # as a relation, the pooled columns `w // patch_size` (64800/720) were
     # `embed_dim // 4` (360/4): the bug ran there, a divisibility note.
