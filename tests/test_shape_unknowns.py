@@ -824,16 +824,19 @@ class BiasedWindowHeads(eqx.Module):
         self.qkv = eqx.nn.Linear(dim, 3 * dim, key=key)
         self.num_heads = num_heads
 
+    def heads(self, x: jax.Array) -> jax.Array:
+        nw, t, c = x.shape
+        qkv = jax.vmap(jax.vmap(self.qkv))(x)
+        qkv = qkv.reshape(nw, t, 3, self.num_heads, c // self.num_heads)
+        return qkv.transpose(2, 0, 3, 1, 4)  # q, k, v: (w, heads, t, dh)
+
     @treespec.jit
     def __call__(
         self, x: Float[Array, "w t dim"], bias: Float[Array, "heads t t"]
     ) -> Float[Array, "w t dim"]:
-        nw, t, c = x.shape
-        qkv = jax.vmap(jax.vmap(self.qkv))(x)
-        qkv = qkv.reshape(nw, t, 3, self.num_heads, c // self.num_heads)
-        q, k, v = qkv.transpose(2, 0, 3, 1, 4)
+        q, k, v = self.heads(x)
         attn = jax.nn.softmax(q @ k.swapaxes(-1, -2) + bias[None], axis=-1)
-        return (attn @ v).transpose(0, 2, 1, 3).reshape(nw, t, c)
+        return (attn @ v).transpose(0, 2, 1, 3).reshape(x.shape)
 
 
 class BiasedWindowHeadsBug(BiasedWindowHeads):
@@ -841,12 +844,9 @@ class BiasedWindowHeadsBug(BiasedWindowHeads):
     def __call__(
         self, x: Float[Array, "w t dim"], bias: Float[Array, "heads t t"]
     ) -> Float[Array, "w t dim"]:
-        nw, t, c = x.shape
-        qkv = jax.vmap(jax.vmap(self.qkv))(x)
-        qkv = qkv.reshape(nw, t, 3, self.num_heads, c // self.num_heads)
-        q, k, v = qkv.transpose(2, 0, 3, 1, 4)
+        q, k, v = self.heads(x)
         attn = jax.nn.softmax(q @ k + bias[None], axis=-1)  # k not transposed
-        return (attn @ v).transpose(0, 2, 1, 3).reshape(nw, t, c)
+        return (attn @ v).transpose(0, 2, 1, 3).reshape(x.shape)
 
 
 def test_a_count_of_heads_a_bias_names_is_set_where_the_width_divides() -> None:
