@@ -96,18 +96,18 @@ def reading_order(annotations: Sequence[Any], bound: Collection[str]) -> list[in
     leaves before it, or by its own plain axes): a GLU's `"h 2*h"` before
     the `"d 2*h"` that comes before it. Those that never are come last, as
     they come (jaxtyping refuses them)."""
-
-    binds, reads = names_bound, names_read
     order = [i for i, a in enumerate(annotations) if not expression_axes(a)]
-    known = set(bound).union(*(binds(annotations[i]) for i in order))
-    rest = [i for i in range(len(annotations)) if i not in order]
+    known = set(bound).union(*(names_bound(annotations[i]) for i in order))
+    rest = [i for i, a in enumerate(annotations) if expression_axes(a)]
     while rest:
         ready = [
-            i for i in rest if reads(annotations[i]) <= known | binds(annotations[i])
+            i
+            for i in rest
+            if names_read(annotations[i]) <= known | names_bound(annotations[i])
         ]
         order.append(ready[0] if ready else rest[0])
         rest.remove(order[-1])
-        known |= binds(annotations[order[-1]])
+        known |= names_bound(annotations[order[-1]])
     return order
 
 
