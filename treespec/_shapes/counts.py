@@ -21,7 +21,7 @@ import dataclasses
 import itertools
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from .._runtime.checking.dims import DIM_NAME
 from .messages import bound_against_value, unequal_sizes
@@ -125,7 +125,10 @@ def _chained(names: Sequence[str], counts: Mapping[str, int]) -> Iterator[_Try]:
 
 
 def _paired(
-    names: Sequence[str], counts: Mapping[str, int], failed: str, at: str = "odd"
+    names: Sequence[str],
+    counts: Mapping[str, int],
+    failed: str,
+    at: Literal["odd", "even", "chain"] = "odd",
 ) -> Iterator[_Try]:
     """Where a failure sets a count's value against a named size (one head,
     `1`, against a cache's `h`): the counts of that value at that size, at
@@ -153,10 +156,13 @@ def _paired(
         against += [(1, n) for n in [*_times(pairs), *_folded(failed)] if n in sizes]
     against = list(dict.fromkeys(against))
     groups = [[c for c, v in counts.items() if v == value] for value, _ in against]
+    others = [doubled] if at == "even" else []  # the sizes other than odd
+    if at == "chain":
+        others = chains(names, _CHAIN_NAMES)
     for chosen, (_, n) in [*zip(groups, against), *_each(against, counts)]:
         said = ", ".join(f"{c}={n}" for c in chosen)
         if at != "odd":
-            for other in [doubled] if at == "even" else chains(names, _CHAIN_NAMES):
+            for other in others:
                 yield other, {**counts, **dict.fromkeys(chosen, other[n])}, "", said
             continue
         set_to = {**counts, **dict.fromkeys(chosen, sizes[n])}
