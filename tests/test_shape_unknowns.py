@@ -2018,3 +2018,40 @@ def test_a_field_named_size_is_not_shown_at_a_witness_of_its_own() -> None:
     assert "(cin)" in error.message and "(cout)" in error.message, str(error)
     assert "concrete sizes" in error.message, str(error)
     assert "out_channels=" not in error.message, str(error)
+
+
+class FlatPositions(eqx.Module):
+    """A flat table of a constructor's `n_pos` positions, reshaped over the
+    tokens and the width."""
+
+    pos: jax.Array
+    scale: float = eqx.field(static=True)
+
+    def __init__(self, n_pos: int, scale: float = 2.0) -> None:
+        self.pos = jnp.zeros((n_pos,))
+        self.scale = scale
+
+    @treespec.jit
+    def __call__(self, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+        return x / self.scale + self.pos.reshape(x.shape[0], x.shape[1])
+
+
+class FlatPositionsBug(FlatPositions):
+    @treespec.jit
+    def __call__(self, x: Float[Array, "t d"]) -> Float[Array, "t d"]:
+        return x / self.scale + self.pos.reshape(x.shape[1], x.shape[0])  # the bug
+
+
+def test_a_flat_table_reshaped_over_two_sizes_holds_their_product() -> None:
+    # `(n_pos,)` into `(t, d)` runs where n_pos == t*d: a relation of the
+    # constructor's size to state in a note, never an error at a guess.
+    assert FlatPositions(12)(jnp.zeros((3, 4))).shape == (3, 4)  # it runs
+    report = treespec.check_shapes(FlatPositions.__call__)
+    assert report.ok and not report.skipped, str(report)
+    (note,) = report.notes
+    assert "n_pos == t*d" in note.message, str(note)
+    # Reshaped the other way round, the positions meet `(t, d)` as `(d, t)`.
+    (error,) = treespec.check_shapes(FlatPositionsBug.__call__).errors
+    source, first = inspect.getsourcelines(FlatPositionsBug.__call__)
+    line = next(i for i, text in enumerate(source) if "the bug" in text)
+    assert error.line == first + line, str(error)
