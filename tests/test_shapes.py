@@ -2792,6 +2792,31 @@ def test_what_a_failure_says_an_instances_own_size_must_be(
     assert relations_needed(text) == needed
 
 
+_RESHAPE = "cannot reshape array of shape ({},) (size {}) into shape {} (size {})"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "size", "needed"),
+    [
+        # A norm's scale over `[b, n, d]`, as JAX writes a list and a tuple.
+        ("latent_dim", "[1, 1, d]", "d", {"latent_dim": "d"}),
+        ("latent_dim", "(1, 1, d)", "d", {"latent_dim": "d"}),
+        # A flat table over two axes: their product.
+        ("n_pos", "(t, d)", "d*t", {"n_pos": "d*t"}),
+        # A named size is no unknown to take; nor one against its own double.
+        ("c", "(h, w)", "h*w", {}),
+        ("n_pos", "(2, n_pos)", "2*n_pos", {}),
+    ],
+)
+def test_a_vector_reshaped_needs_its_size_to_be_the_new_shapes(
+    old: str, new: str, size: str, needed: dict[str, str]
+) -> None:
+    from treespec._shapes.relations import relations_needed
+
+    text = _RESHAPE.format(old, old, new, size)
+    assert relations_needed(text, {"latent_dim", "n_pos"}) == needed
+
+
 def test_a_suggested_constraint_is_the_comparison_the_code_makes() -> None:
     from treespec._shapes.outcomes import suggestion
 

@@ -44,12 +44,15 @@ _JOINED = re.compile(
 )
 
 
-#: A vector reshaped to broadcast against an array (a norm's scale of a
-#: constructor's width over `[b, n, d]`: `cannot reshape array of shape
-#: (latent_dim,) (size latent_dim) into shape [1, 1, d]`).
+#: A vector reshaped into another shape: to broadcast against an array (a
+#: norm's scale of a constructor's width over `[b, n, d]`: `cannot reshape
+#: array of shape (latent_dim,) (size latent_dim) into shape [1, 1, d]`), or
+#: a flat table over several axes (`(n_pos,) (size n_pos) into shape (t, d)
+#: (size d*t)`): its one size against the new shape's.
 _RESHAPED = re.compile(
     r"cannot reshape array of shape \((\w+),\) \(size \w+\) "
     r"into shape [\[(]([^\])]*)[\])]"
+    r"(?: \(size ([^()]+(?:\([^()]*\)[^()]*)*)\))?"
 )
 
 
@@ -128,8 +131,13 @@ def unequal_sizes(text: str, listed: bool = False) -> list[tuple[str, str]]:
             return []
         for group in groups:  # the axis they are joined along may differ
             del group[int(axis)]
-    elif (reshaped := _RESHAPED.search(text)) and _broadcast(reshaped[2]):
-        groups = [[reshaped[1]], _broadcast(reshaped[2])]
+    elif (reshaped := _RESHAPED.search(text)) and (
+        reshaped[3] or _broadcast(reshaped[2])
+    ):
+        groups = [
+            [reshaped[1]],
+            [reshaped[3]] if reshaped[3] else _broadcast(reshaped[2]),
+        ]
     elif "vmap got inconsistent sizes" in text:  # the sizes of a vmap's axes
         groups = [[size] for size in dict.fromkeys(_MAPPED.findall(text))]
     elif found := (listing or _SHAPES.search(text)):
