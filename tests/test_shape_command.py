@@ -418,6 +418,49 @@ def test_a_check_past_the_time_bound_is_reported_not_checked(tmp_path: Path) -> 
     assert strict.returncode == 1
 
 
+HOST_MEMORY = """
+import numpy as np
+
+import treespec
+from jaxtyping import Array, Float
+
+
+@treespec.jit
+def pairs(x: Float[Array, "n"]) -> Float[Array, "n"]:
+    table = np.ones(x.shape[0] * 2**24)  # host memory of a size: 1.4 GiB at n=11
+    return x * table[0]
+"""
+
+
+def test_host_memory_past_the_bound_is_a_note_not_a_killed_command(
+    tmp_path: Path,
+) -> None:
+    # NumPy on sizes (`np.triu_indices(n)` at a large witness) can ask for
+    # more memory than the machine has, and the system then kills the
+    # command, every finding of the file lost. Past `--memory` the
+    # allocation fails instead: a note at its line, and the check goes on.
+    (tmp_path / "host.py").write_text(HOST_MEMORY)
+    done = _run("check", "--memory", "1", "host.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    note, summary = done.stdout.splitlines()
+    assert note.startswith("host.py:10: note: pairs: not checked past this line")
+    assert "ran out of memory" in note and "--memory" in note, note
+    assert summary == "checked 1 function: 0 errors, 1 note, 0 skipped"
+
+
+def test_the_memory_bound_is_the_callers_again_after_main(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resource = pytest.importorskip("resource")
+    from treespec._shapes.command import main
+
+    (tmp_path / "scaled_only.py").write_text(PROJECT.replace("x @ w.T", "x @ w"))
+    monkeypatch.chdir(tmp_path)
+    before = resource.getrlimit(resource.RLIMIT_DATA)
+    assert main(["check", "--memory", "4", "scaled_only.py"]) == 0
+    assert resource.getrlimit(resource.RLIMIT_DATA) == before
+
+
 def test_a_constraint_leaves_functions_that_do_not_name_its_sizes_alone(
     tmp_path: Path,
 ) -> None:
