@@ -17,6 +17,7 @@ from typing import Any, Literal, NamedTuple, TypedDict
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from flax import nnx
 from jaxtyping import (
@@ -2904,3 +2905,24 @@ def test_the_checks_traces_of_a_nested_shard_map_are_not_the_users(
         doubled(jnp.ones((4, 3)))  # the user's first call
     assert doubled.trace_count == 1
     assert not [r for r in caplog.records if "retrac" in r.getMessage()], caplog.text
+
+
+@treespec.jit
+def host_scaled(x: Float[Array, " n"]) -> Float[Array, " n"]:
+    return x * np.ones(x.shape[0], dtype=np.float32)  # made on the host
+
+
+@treespec.jit
+def host_scaled_bug(x: Float[Array, " n"]) -> Float[Array, " n"]:
+    return x * np.ones(x.shape[0] + 1, dtype=np.float32)  # the bug: one too many
+
+
+def test_a_numpy_array_of_a_size_is_checked_at_concrete_sizes() -> None:
+    # NumPy takes no symbolic size (`expected a sequence of integers or a
+    # single integer, got 'n'`): a limit of symbolic sizes, never the
+    # code's error; the witnesses decide, and find the twin's bug.
+    assert host_scaled(jnp.ones(3)).shape == (3,)
+    report = treespec.check_shapes(host_scaled)
+    assert report.problems == (), str(report)
+    (error,) = treespec.check_shapes(host_scaled_bug).errors
+    assert "concrete sizes" in error.message, str(error)
