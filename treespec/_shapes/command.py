@@ -17,7 +17,10 @@ a folder that is not a package skips hidden folders, virtual environments,
 checked code prints goes to stderr. `--constraint RELATION` (repeatable)
 holds for every function whose annotations name one of its sizes. Each
 function's check has a time bound (`--timeout`, 120 s by default): one past
-it is reported as not checked (skipped). Exits 0
+it is reported as not checked (skipped); the command's memory has a bound
+(`--memory`, half the machine's by default), past which what the checked
+code allocates fails (a note at its line) where the system would kill the
+command, every finding lost. Exits 0
 only when every file was imported and checked and no error was found (notes
 allowed), 1 when there is an error, nothing to check, or (with
 `--fail-on-skip`) a function that could not be checked, 2 on a usage error
@@ -45,6 +48,7 @@ from .check import check_shapes
 from .declared import innermost
 from .files import UsageError, import_all, sources
 from .leaves import declared_names
+from .memory import memory_bound
 from .report import ShapeIssue, ShapeReport
 from .user_code import def_line, shown
 
@@ -53,6 +57,29 @@ __all__ = ["main"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; its exit status."""
+    try:
+        options = _parser().parse_args(argv)
+    except SystemExit as exit:  # argparse's usage error (2) or --help (0)
+        return int(exit.code or 0)
+    try:
+        with memory_bound(options.memory):
+            return _run(
+                options.targets,
+                options.format,
+                options.allow_empty,
+                tuple(options.constraint),
+                options.fail_on_skip,
+                options.timeout,
+            )
+    except UsageError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m treespec",
         description="Check the shapes of every treespec function, without data.",
@@ -82,6 +109,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "not checked (skipped), and the others are checked",
     )
     check.add_argument(
+        "--memory",
+        type=float,
+        default=None,
+        metavar="GIB",
+        help="the memory the command may take, in GiB (default half the "
+        "machine's; 0 for no bound): past it, what the checked code allocates "
+        "on the host (NumPy on sizes) fails, a note at its line, where the "
+        "system would kill the command",
+    )
+    check.add_argument(
         "--fail-on-skip",
         action="store_true",
         help="exit 1 when a function could not be checked (skipped), as on an error",
@@ -92,25 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="exit 0 when the files hold no function to check (pre-commit "
         "passes the files a commit changed)",
     )
-    try:
-        options = parser.parse_args(argv)
-    except SystemExit as exit:  # argparse's usage error (2) or --help (0)
-        return int(exit.code or 0)
-    try:
-        return _run(
-            options.targets,
-            options.format,
-            options.allow_empty,
-            tuple(options.constraint),
-            options.fail_on_skip,
-            options.timeout,
-        )
-    except UsageError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    return parser
 
 
 def _run(
@@ -218,6 +237,11 @@ def _bounded(fun: Any, constraints: tuple[str, ...], timeout: float) -> ShapeRep
 def _check(fun: Any, constraints: tuple[str, ...] = ()) -> ShapeReport:
     try:
         return check_shapes(fun, constraints=_theirs(fun, constraints))
+    except MemoryError:  # past `--memory` outside the code's own lines
+        return _not_checked(
+            fun,
+            "skipped: its check ran out of memory; give it more with --memory GIB",
+        )
     except Exception as error:  # a crash of the checker is treespec's bug
         return _not_checked(
             fun,

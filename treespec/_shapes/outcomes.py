@@ -95,6 +95,12 @@ def outcome(error: Exception, own: str = "") -> tuple[Literal["error", "note"], 
             "not checked past this line: it needs the values of traced "
             f"arrays, which a shape check does not have ({type(error).__name__})"
         )
+    if isinstance(error, MemoryError):  # host work on sizes: `np.triu_indices(n)`
+        return "note", (
+            f"not checked past this line: at these sizes it ran out of memory "
+            f"({text or type(error).__name__}); the command bounds its memory "
+            "with --memory GIB"
+        )
     if (
         isinstance(error, (TypeError, ValueError, IndexError, AssertionError))
         and raised_by_a_library(error.__traceback__, own)

@@ -51,6 +51,8 @@ _LIMITS = (
     # `jax.lax.associative_scan`, `jnp.repeat` and `jnp.arange` of sizes
     *("hape polymorphism", "polymorphic shapes", "non-constant"),
     "JaxprTracer'",  # `[True] * x.shape[0]`: a size JAX made a tracer of
+    # NumPy given a symbolic size (`np.ones(x.shape[0])`, made on the host)
+    "expected a sequence of integers or a single integer",
 )
 #: A size JAX could not simplify (`floordiv(h - 2, 2) + 1`, `mod(h, 2)`).
 _UNDECIDED = re.compile(r"\b(?:floordiv|mod|max|min|non_negative)\(")
