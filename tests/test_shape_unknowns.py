@@ -2243,3 +2243,12 @@ def test_an_instance_after_the_arrays_is_said_in_the_annotations_names() -> None
     assert error.line == first + line, str(error)
     (note,) = report.notes
     assert "q_dim == d_q" in note.message, str(note)
+
+
+def test_a_check_leaves_jaxs_messages_as_they_were() -> None:
+    # NNX's constructors are built with JAX's origin messages unwritten
+    # (quadratic in the parameters, and read by nobody); afterwards a
+    # tracer's error says where it came from again.
+    assert treespec.check_shapes(LatentCrossAttention.__call__).ok
+    with pytest.raises(jax.errors.TracerBoolConversionError, match="argument x"):
+        jax.make_jaxpr(lambda x: bool(x.sum() > 0))(jnp.ones(3))

@@ -30,6 +30,7 @@ from .._runtime.checking.symbolic import is_dim_expr
 from .._runtime.reading.classes import is_namedtuple
 from .optional import MOST_PARTS, OPTIONALS
 from .orders import REFUSED
+from .origins import unwritten_origins
 from .witness import symbolic_limit
 
 __all__ = [
@@ -175,7 +176,8 @@ def construct(
         return cls(*map(_made, positional), **given)
 
     try:
-        instance = make(made)
+        with unwritten_origins():  # nobody reads them: quadratic in parameters
+            instance = make(made)
     except Exception as error:
         # Symbolic sizes handed to a constructor (a library's, which may use
         # a size as a number or branch on it): concrete sizes decide.
