@@ -1887,7 +1887,7 @@ def test_one_constructor_size_held_under_two_names_is_an_error() -> None:
     assert "always comes out cin" in error.message, str(error)
 
 
-class Stack(eqx.Module):
+class MixerStack(eqx.Module):
     """Mixers in a list: each instance binds its `cin` and `cout` itself."""
 
     layers: list[Mixer]
@@ -1899,7 +1899,7 @@ class Stack(eqx.Module):
         return x
 
 
-class StackBug(Stack):
+class MixerStackBug(MixerStack):
     @treespec.jit
     def __call__(self, x: Float[Array, "n cin"]) -> Float[Array, "n cout"]:
         for layer in self.layers:
@@ -1911,14 +1911,14 @@ def test_a_class_held_twice_takes_its_constructor_size_as_the_input_needs() -> N
     # The first mixer's `in_channels` meets the input's `cin`: taken as the
     # code needs it, in a note; the twin's transposed return stays an error.
     key = jax.random.key(0)
-    model = Stack([Mixer(3, 8, key=key), Mixer(8, 5, key=key)])
+    model = MixerStack([Mixer(3, 8, key=key), Mixer(8, 5, key=key)])
     assert model(jnp.zeros((4, 3))).shape == (4, 5)
-    report = treespec.check_shapes(Stack.__call__)
+    report = treespec.check_shapes(MixerStack.__call__)
     assert report.ok and not report.skipped, str(report)
     (note,) = report.notes
     assert "in_channels == cin" in note.message, str(note)
-    (error,) = treespec.check_shapes(StackBug.__call__).errors
-    source, first = inspect.getsourcelines(StackBug.__call__)
+    (error,) = treespec.check_shapes(MixerStackBug.__call__).errors
+    source, first = inspect.getsourcelines(MixerStackBug.__call__)
     line = next(i for i, text in enumerate(source) if "the bug" in text)
     assert error.line == first + line, str(error)
 
