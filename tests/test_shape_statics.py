@@ -453,26 +453,26 @@ def test_a_carry_that_comes_out_at_an_expression_of_its_size_is_an_error() -> No
     assert "carry" in error.message, error.message
 
 
+def _frames(x: jax.Array, n: int, hop: int) -> jax.Array:
+    """Frames of `n` samples every `hop`, the signal padded with n - 1
+    zeros: one frame where hop >= t."""
+    padded = jnp.pad(x, ((0, 0), (0, n - 1)))
+    starts = jnp.arange(1 + (x.shape[-1] - 1) // hop)[:, None] * hop
+    return padded[:, starts + jnp.arange(n)[None, :]]
+
+
 @treespec.jit
 def framed(
     x: Float[Array, "b t"], window: Float[Array, " n"], hop: Static[int]
 ) -> Float[Array, "b f n"]:
-    n = window.shape[0]
-    padded = jnp.pad(x, ((0, 0), (0, n - 1)))
-    count = 1 + (x.shape[-1] - 1) // hop  # one frame where hop >= t
-    starts = jnp.arange(count)[:, None] * hop
-    return padded[:, starts + jnp.arange(n)[None, :]] * window
+    return _frames(x, window.shape[0], hop) * window
 
 
 @treespec.jit
 def framed_bug(
     x: Float[Array, "b t"], window: Float[Array, " n"], hop: Static[int]
 ) -> Float[Array, "b f n"]:
-    n = window.shape[0]
-    padded = jnp.pad(x, ((0, 0), (0, n - 1)))
-    count = 1 + (x.shape[-1] - 1) // hop
-    starts = jnp.arange(count)[:, None] * hop
-    return padded[:, starts + jnp.arange(n)[None, :]] * window[:, None]  # the bug
+    return _frames(x, window.shape[0], hop) * window[:, None]  # the bug
 
 
 def test_a_size_of_its_own_is_also_tried_smaller_than_the_others() -> None:

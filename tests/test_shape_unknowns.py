@@ -19,6 +19,17 @@ from jaxtyping import Array, Float, Int
 import treespec
 
 
+def _the_error(fun: Any, marker: str = "the bug") -> treespec.ShapeIssue:
+    """The one error a check of `fun` finds, asserted at the line of its
+    source that holds `marker`."""
+    report = treespec.check_shapes(fun)
+    (error,) = report.errors
+    source, first = inspect.getsourcelines(inspect.unwrap(fun))
+    line = next(i for i, text in enumerate(source) if marker in text)
+    assert error.line == first + line, str(report)
+    return error
+
+
 class Downsample(eqx.Module):
     conv: eqx.nn.Conv2d
 
@@ -1880,10 +1891,7 @@ def test_one_constructor_size_held_under_two_names_is_an_error() -> None:
     # `dim` is both `cin` and `cout`: the module runs only where the two
     # names the annotations keep distinct are equal, an error at the return.
     Square(3, key=jax.random.key(0))(jnp.zeros((2, 3)))  # it runs at cin == cout
-    (error,) = treespec.check_shapes(Square.__call__).errors
-    source, first = inspect.getsourcelines(Square.__call__)
-    line = next(i for i, text in enumerate(source) if "return" in text)
-    assert error.line == first + line, str(error)
+    error = _the_error(Square.__call__, "return")
     assert "always comes out cin" in error.message, str(error)
 
 
@@ -1917,10 +1925,7 @@ def test_a_class_held_twice_takes_its_constructor_size_as_the_input_needs() -> N
     assert report.ok and not report.skipped, str(report)
     (note,) = report.notes
     assert "in_channels == cin" in note.message, str(note)
-    (error,) = treespec.check_shapes(MixerStackBug.__call__).errors
-    source, first = inspect.getsourcelines(MixerStackBug.__call__)
-    line = next(i for i, text in enumerate(source) if "the bug" in text)
-    assert error.line == first + line, str(error)
+    _the_error(MixerStackBug.__call__)
 
 
 class Positions(eqx.Module):
@@ -1953,10 +1958,7 @@ def test_a_field_of_another_rank_binds_only_its_named_axis() -> None:
     report = treespec.check_shapes(Positions.__call__)
     assert report.ok and not report.skipped, str(report)
     assert any("max_len == t" in n.message for n in report.notes), str(report)
-    (error,) = treespec.check_shapes(PositionsBug.__call__).errors
-    source, first = inspect.getsourcelines(PositionsBug.__call__)
-    line = next(i for i, text in enumerate(source) if "the bug" in text)
-    assert error.line == first + line, str(error)
+    _the_error(PositionsBug.__call__)
 
 
 class TiledHeads(eqx.Module):
@@ -1973,6 +1975,9 @@ class TiledHeads(eqx.Module):
     def __call__(
         self, q: Float[Array, " dh"], x: Float[Array, "g kvh h dh"]
     ) -> Float[Array, "g kvh e"]:
+        return self.grouped(q, x)
+
+    def grouped(self, q: jax.Array, x: jax.Array) -> jax.Array:
         a = jnp.tile(q, self.num_heads)[None, None, :]
         b = x.reshape(x.shape[0], x.shape[1], -1)
         return jnp.repeat(a + b, self.num_groups, axis=0)
@@ -1997,10 +2002,8 @@ class TiledHeadsRegroupedBug(TiledHeads):
     def __call__(
         self, q: Float[Array, " dh"], x: Float[Array, "g kvh h dh"]
     ) -> Float[Array, "g kvh e"]:
-        a = jnp.tile(q, self.num_heads)[None, None, :]
         b = x.reshape(x.shape[0], x.shape[1], -1)
-        r = jnp.repeat(a + b, self.num_groups, axis=0)
-        r = r + jnp.repeat(b, x.shape[2], axis=0)  # needs num_groups == h
+        r = self.grouped(q, x) + jnp.repeat(b, x.shape[2], axis=0)  # num_groups == h
         return r + q[None, None, :]  # the bug
 
 
@@ -2008,10 +2011,7 @@ def test_of_two_counts_the_pairing_that_gets_furthest_is_said() -> None:
     # num_heads=h alone stops at the regrouping, a line that runs once
     # num_groups == h too; with both set, the run gets to the last line:
     # that is the error, never the regrouping's.
-    (error,) = treespec.check_shapes(TiledHeadsRegroupedBug.__call__).errors
-    source, first = inspect.getsourcelines(TiledHeadsRegroupedBug.__call__)
-    line = next(i for i, text in enumerate(source) if "the bug" in text)
-    assert error.line == first + line, str(error)
+    error = _the_error(TiledHeadsRegroupedBug.__call__)
     assert "num_heads=h, num_groups=h" in error.message, str(error)
 
 
@@ -2204,10 +2204,7 @@ def test_a_flat_table_reshaped_over_two_sizes_holds_their_product() -> None:
     (note,) = report.notes
     assert re.search(r"n_pos == (t\*d|d\*t)$", note.message), str(note)
     # Reshaped the other way round, the positions meet `(t, d)` as `(d, t)`.
-    (error,) = treespec.check_shapes(FlatPositionsBug.__call__).errors
-    source, first = inspect.getsourcelines(FlatPositionsBug.__call__)
-    line = next(i for i, text in enumerate(source) if "the bug" in text)
-    assert error.line == first + line, str(error)
+    _the_error(FlatPositionsBug.__call__)
 
 
 class Cross(eqx.Module):
@@ -2236,12 +2233,8 @@ def test_an_instance_after_the_arrays_is_said_in_the_annotations_names() -> None
     # Found at concrete sizes, where a number is both a named size and a
     # constructor's size related to it: the note reads it as the named one
     # (`q_dim == d_q`), whichever argument the instance is.
-    report = treespec.check_shapes(cross_scores_bug)
-    (error,) = report.errors
-    source, first = inspect.getsourcelines(inspect.unwrap(cross_scores_bug))
-    line = next(i for i, text in enumerate(source) if "the bug" in text)
-    assert error.line == first + line, str(error)
-    (note,) = report.notes
+    _the_error(cross_scores_bug)
+    (note,) = treespec.check_shapes(cross_scores_bug).notes
     assert "q_dim == d_q" in note.message, str(note)
 
 
