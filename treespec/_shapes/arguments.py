@@ -11,14 +11,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._model.spec import Param, Spec
-from .._runtime.api import spec_for
 from .._runtime.reading.flags import Flags
-from .._transforms.base import Transformed
 from .abstract import NO_DEFAULT, Builder, CannotBuild
-from .declared import build_declared, declared_of, values_declared
-from .user_code import def_line, shown
+from .declared import build_declared
 
-__all__ = ["Target", "arguments_of", "target_of"]
+__all__ = ["Target", "arguments_of"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,33 +86,3 @@ def _declared(t: Target, builder: Builder, param: Param, built: dict[str, Any]) 
         why = f"its check_with builder raised {type(error).__name__}: {error}"
         raise CannotBuild(param.name, why) from None
     return builder.build(param.node, param.name, value, given=True)
-
-
-def target_of(fun: Any, statics: Mapping[str, Any]) -> Target:
-    """The function `fun` (a transform, a bound method of one, or a plain
-    function) as a shape check traces it, with the `statics` given."""
-    given = dict(statics)
-    transform = fun
-    instance = getattr(fun, "__self__", None)
-    func = getattr(fun, "__func__", None)
-    if instance is not None and isinstance(func, Transformed):
-        transform = func  # a bound method: its instance is a value given
-    if isinstance(transform, Transformed):
-        spec = transform.spec
-        flags: Flags = getattr(transform, "_flags", Flags())
-        default: str = getattr(transform, "_default", "infer")
-        if transform is not fun and spec.params:
-            given.setdefault(spec.params[0].name, instance)
-    else:
-        spec = spec_for(fun, {})
-        flags, default = Flags(), "infer"
-    inner: Any = transform
-    while isinstance(inner, Transformed):
-        inner = inner.__wrapped__
-    code = getattr(inspect.unwrap(inner), "__code__", None)
-    file = code.co_filename if code else "<unknown>"
-    line = def_line(inner, code.co_firstlineno if code else 0)
-    name = getattr(inner, "__qualname__", spec.name)
-    declared = declared_of(inner, spec.params)
-    given = {**values_declared(declared), **given}  # a value given still wins
-    return Target(inner, spec, flags, default, given, declared, shown(file), line, name)

@@ -13,17 +13,21 @@ cannot decide (`witness.py`). What JAX raises becomes a `ShapeIssue`
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from .._model.errors import SpecError
+from .._runtime.api import spec_for
 from .._runtime.checking.retrace import retraces_unsaid
+from .._runtime.reading.flags import Flags
+from .._transforms.base import Transformed
 from . import optional, outcomes, relations, witness
 from .abstract import Builder, CannotBuild, MissingValue
-from .arguments import Target, arguments_of, target_of
+from .arguments import Target, arguments_of
 from .construct import NeedsConcrete
 from .counts import FEWER_MATCHES, counted_names, other_counts, sizes_unread
-from .declared import constraints_of
+from .declared import constraints_of, declared_of, values_declared
 from .leaves import declared_names, own_names, rounded_names
 from .located import in_user_words, issue_of
 from .orders import other_order, witnesses
@@ -34,6 +38,7 @@ from .runs import MAX_COMBINATIONS, Findings, Run, planned
 from .scopes import InstanceScopes
 from .sizes import constrained, given_sizes, satisfiable, symbols_for
 from .tracing import splitter_for, trace
+from .user_code import def_line, shown
 
 __all__ = ["MAX_COMBINATIONS", "ShapeIssue", "ShapeReport", "check_shapes"]
 
@@ -96,7 +101,7 @@ def check_shapes(
         print(report.problems[0].message)
         ```
     """
-    target = target_of(fun, statics)
+    target = _target(fun, statics)
     unknown = sorted(set(statics) - {p.name for p in target.spec.params})
     if unknown:
         raise TypeError(
@@ -109,6 +114,34 @@ def check_shapes(
     names = own_names([*(p.node for p in spec.params), spec.returns])
     with retraces_unsaid():  # its traces, constructors' too, are not the user's
         return optional.checked(lambda: _Checker(target, every).run(), sorted(names))
+
+
+def _target(fun: Any, statics: Mapping[str, Any]) -> Target:
+    given = dict(statics)
+    transform = fun
+    instance = getattr(fun, "__self__", None)
+    func = getattr(fun, "__func__", None)
+    if instance is not None and isinstance(func, Transformed):
+        transform = func  # a bound method: its instance is a value given
+    if isinstance(transform, Transformed):
+        spec = transform.spec
+        flags: Flags = getattr(transform, "_flags", Flags())
+        default: str = getattr(transform, "_default", "infer")
+        if transform is not fun and spec.params:
+            given.setdefault(spec.params[0].name, instance)
+    else:
+        spec = spec_for(fun, {})
+        flags, default = Flags(), "infer"
+    inner: Any = transform
+    while isinstance(inner, Transformed):
+        inner = inner.__wrapped__
+    code = getattr(inspect.unwrap(inner), "__code__", None)
+    file = code.co_filename if code else "<unknown>"
+    line = def_line(inner, code.co_firstlineno if code else 0)
+    name = getattr(inner, "__qualname__", spec.name)
+    declared = declared_of(inner, spec.params)
+    given = {**values_declared(declared), **given}  # a value given still wins
+    return Target(inner, spec, flags, default, given, declared, shown(file), line, name)
 
 
 class _Checker:
