@@ -30,7 +30,6 @@ from .counts import FEWER_MATCHES, counted_names, other_counts, sizes_unread
 from .declared import constraints_of, declared_of, values_declared
 from .leaves import declared_names, own_names, rounded_names
 from .located import in_user_words, issue_of
-from .orders import other_order, witnesses
 from .readings import assumptions_text, unsaid
 from .report import ShapeIssue, ShapeReport
 from .returned import returned_issue
@@ -333,12 +332,8 @@ class _Checker:
     ) -> Any:
         """The run at concrete witnesses (`witness.decide`), within `symbols`."""
         names, at = self._concrete(run, free, fixed, symbols)
-        found = witness.decide(at, names, symbolic, self.t.inner, *self.named)
-        if not isinstance(found, ShapeIssue):  # and with a size of its own first:
-            held = witnesses(names)[0]  # the relations taken so far hold
-            trial = self._plain(run, names, fixed, symbols)
-            if note := other_order(trial, names, self.declared, held):
-                self.findings.record(unsaid(note, [*self.relations]), run)
+        plain = self._plain(run, names, fixed, symbols)
+        found = witness.decide(at, names, symbolic, self.t.inner, *self.named, plain)
         return unsaid(found, [*self.relations, *self.fielded])
 
     def _plain(

@@ -13,8 +13,7 @@ from typing import Any
 
 import jax
 
-from .readings import by_names, shown
-from .report import ShapeIssue, as_note
+from .report import ShapeIssue
 
 __all__ = [
     "MOST_SWAPS",
@@ -125,32 +124,21 @@ def other_order(
     trace_at: Callable[[dict[str, int]], Any],
     free: Sequence[str],
     declared: Collection[str],
-    held: dict[str, int],
-) -> ShapeIssue | None:
-    """Where every run held (at `held` first) and a size of its own (no
-    annotation declares it: a `hop_length: Static[int]`) took a larger
-    witness than a size the annotations name, the run with the sizes of
-    their own first (the smallest): where it fails with an error, a note
-    that says both assignments. A size of its own larger than the others
-    can make a size of the code's 1 (one frame of a hop longer than the
-    signal), and a 1 broadcasts as any bug does. Else None."""
-    own = [name for name in free if name not in declared]
-    order = [*own, *(name for name in free if name in declared)]
-    if not declared or not own or order == list(free):
+) -> tuple[dict[str, int], ShapeIssue] | None:
+    """Where every run held and some names are sizes of their own (no
+    annotation declares them: a `hop_length: Static[int]`), the run with the
+    names in the other order, well apart (`witnesses(apart=True)`), where it
+    fails with an error: its sizes and the error. Named last, a size of its
+    own took the largest witness, which can make a size of the code's 1 (one
+    frame of a hop longer than the signal), and a 1 broadcasts as any bug
+    does. Else None."""
+    if not any(name not in declared for name in free) or not declared:
         return None
-    sizes = witnesses(order)[0]
+    sizes = witnesses(list(reversed(free)), apart=True)[0]
     found = trace_at(sizes)
-    if not isinstance(found, ShapeIssue) or found.severity != "error":
-        return None
-    if REFUSED in found.message:  # a constructor's refusal: nothing ran
-        return None
-    return as_note(
-        found,
-        f"holds only at some sizes: it runs at {shown(held)} and fails at "
-        f"{shown(sizes)} ({by_names(found.message, sizes)}); if the annotations "
-        "assume a relation between these sizes, state it with constraints= "
-        "(JAX's syntax)",
-    )
+    if isinstance(found, ShapeIssue) and found.severity == "error":
+        return (sizes, found) if REFUSED not in found.message else None
+    return None
 
 
 def empty(found: Any) -> bool:
