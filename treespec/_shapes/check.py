@@ -332,32 +332,8 @@ class _Checker:
     ) -> Any:
         """The run at concrete witnesses (`witness.decide`), within `symbols`."""
         names, at = self._concrete(run, free, fixed, symbols)
-        plain = self._plain(run, names, fixed, symbols)
-        found = witness.decide(at, names, symbolic, self.t.inner, *self.named, plain)
+        found = witness.decide(at, names, symbolic, self.t.inner, *self.named)
         return unsaid(found, [*self.relations, *self.fielded])
-
-    def _plain(
-        self,
-        run: Run,
-        free: list[str],
-        fixed: dict[str, Any],
-        symbols: Mapping[str, Any] | None,
-    ) -> Callable[[dict[str, int]], Any]:
-        """A trace at concrete sizes that takes no relation (those taken so
-        far hold): a trial whose failure is said as it is."""
-        at = constrained(symbols or {}, free, self.constraints)[1]
-
-        def plain(sizes: dict[str, int]) -> Any:
-            raised, builder = self._raised, self._builder(run, {**at(sizes), **fixed})
-            try:
-                return self._trace(*self._arguments(builder))
-            except (CannotBuild, MissingValue):
-                return None  # no instance at those sizes: nothing tried
-            finally:
-                self._raised = raised
-                self._assumed.update(builder.assumed)
-
-        return plain
 
     def _concrete(
         self,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import jax
@@ -22,7 +22,6 @@ __all__ = [
     "built_in_order",
     "empty",
     "not_empty",
-    "other_order",
     "witnesses",
 ]
 
@@ -118,27 +117,6 @@ def not_empty(
     order = list(reversed(free))
     again = [(sizes, trace_at(sizes)) for sizes in witnesses(order, apart=True)]
     return (free, results) if any(empty(f) for _, f in again) else (order, again)
-
-
-def other_order(
-    trace_at: Callable[[dict[str, int]], Any],
-    free: Sequence[str],
-    declared: Collection[str],
-) -> tuple[dict[str, int], ShapeIssue] | None:
-    """Where every run held and some names are sizes of their own (no
-    annotation declares them: a `hop_length: Static[int]`), the run with the
-    names in the other order, well apart (`witnesses(apart=True)`), where it
-    fails with an error: its sizes and the error. Named last, a size of its
-    own took the largest witness, which can make a size of the code's 1 (one
-    frame of a hop longer than the signal), and a 1 broadcasts as any bug
-    does. Else None."""
-    if not any(name not in declared for name in free) or not declared:
-        return None
-    sizes = witnesses(list(reversed(free)), apart=True)[0]
-    found = trace_at(sizes)
-    if isinstance(found, ShapeIssue) and found.severity == "error":
-        return (sizes, found) if REFUSED not in found.message else None
-    return None
 
 
 def empty(found: Any) -> bool:

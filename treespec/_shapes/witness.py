@@ -24,14 +24,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from .moving import MULTIPLE, below_number, moving_number, multiple_of, multiples
-from .orders import (
-    MOST_SWAPS,
-    built_in_order,
-    empty,
-    not_empty,
-    other_order,
-    witnesses,
-)
+from .orders import MOST_SWAPS, built_in_order, empty, not_empty, witnesses
 from .outcomes import ordering_needed, relation_note, suggestion, unstated_relation
 from .parity import even_names, half_of, only_there, rounded_against_floor
 from .readings import by_names, shown
@@ -85,7 +78,6 @@ def decide(
     fun: Any = None,
     rounded: Mapping[str, tuple[str, int, int]] | None = None,
     declared: Collection[str] = (),
-    trial: Callable[[dict[str, int]], Any] | None = None,
 ) -> Any:
     """What a run of `fun` whose symbolic trace stopped at `symbolic` (a
     limit of symbolic sizes) finds at the witnesses: `trace_at(sizes)` gives
@@ -106,17 +98,13 @@ def decide(
     - Fails at every one, and holds with an unknown set to a number that
       moves with the sizes (`moving.py`), with two sizes the other way
       round (an ordering), or at multiples of 8 (a divisibility): a note.
-    - Holds at every one, where a size of its own took the largest witness,
-      and fails with the names in the other order (`orders.other_order`,
-      traced by `trial`, which takes no relation): a note.
     """
     results = [(sizes, trace_at(sizes)) for sizes in witnesses(free)]
     free, results = built_in_order(trace_at, free, results)
     free, results = not_empty(trace_at, free, results)
     failed = [(s, found) for s, found in results if isinstance(found, ShapeIssue)]
     if not failed:
-        other = other_order(trial or trace_at, free, declared)
-        return results[0][1] if other is None else _own_sizes(other, results[0][0])
+        return results[0][1]
     sizes, issue = failed[0]
     message = by_names(issue.message, sizes)
     if len(failed) == len(results):
@@ -162,22 +150,6 @@ def decide(
         )
     name = next((n for n in free if re.search(rf"\b{n}\b", symbolic)), free[0])
     return _some_sizes(issue, held, sizes, suggestion(symbolic, name, held))
-
-
-def _own_sizes(
-    failure: tuple[dict[str, int], ShapeIssue], held: dict[str, int]
-) -> ShapeIssue:
-    """The note of a failure (`failure`) with the names in the other order,
-    where the witnesses held (`held`): the function needs a relation between
-    a size of its own and the others that no one states (`other_order`)."""
-    sizes, issue = failure
-    return as_note(
-        issue,
-        f"holds only at some sizes: it runs at {shown(held)} and fails at "
-        f"{shown(sizes)} ({by_names(issue.message, sizes)}); if the annotations "
-        "assume a relation between these sizes, state it with constraints= "
-        "(JAX's syntax)",
-    )
 
 
 def _some_sizes(
