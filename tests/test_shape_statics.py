@@ -451,3 +451,38 @@ def test_a_carry_that_comes_out_at_an_expression_of_its_size_is_an_error() -> No
     # pair is read from it, and no relation (`n == 2)`) makes it a note.
     (error,) = treespec.check_shapes(carry_half).errors
     assert "carry" in error.message, error.message
+
+
+def _frames(x: jax.Array, n: int, hop: int) -> jax.Array:
+    """Frames of `n` samples every `hop`, the signal padded with n - 1
+    zeros: one frame where hop >= t."""
+    padded = jnp.pad(x, ((0, 0), (0, n - 1)))
+    starts = jnp.arange(1 + (x.shape[-1] - 1) // hop)[:, None] * hop
+    return padded[:, starts + jnp.arange(n)[None, :]]
+
+
+@treespec.jit
+def framed(
+    x: Float[Array, "b t"], window: Float[Array, " n"], hop: Static[int]
+) -> Float[Array, "b f n"]:
+    return _frames(x, window.shape[0], hop) * window
+
+
+@treespec.jit
+def framed_bug(
+    x: Float[Array, "b t"], window: Float[Array, " n"], hop: Static[int]
+) -> Float[Array, "b f n"]:
+    return _frames(x, window.shape[0], hop) * window[:, None]  # the bug
+
+
+def test_a_size_of_its_own_is_also_tried_smaller_than_the_others() -> None:
+    # Named last, `hop` takes the largest witness: longer than the signal,
+    # one frame, and a 1 broadcasts as the twin's column window needs. The
+    # names in the other order make several frames: the clean function
+    # still runs, the twin fails there, a note that says both sizes.
+    assert framed(jnp.ones((2, 9)), jnp.ones(4), 2).shape == (2, 5, 4)
+    report = treespec.check_shapes(framed)
+    assert report.problems == (), str(report)
+    (note,) = treespec.check_shapes(framed_bug).notes
+    assert "holds only at some sizes" in note.message, str(note)
+    assert "hop=19" in note.message and "hop=11" in note.message, str(note)

@@ -22,7 +22,7 @@ from .._runtime.api import spec_for
 from .._runtime.checking.retrace import retraces_unsaid
 from .._runtime.reading.flags import Flags
 from .._transforms.base import Transformed
-from . import optional, outcomes, relations, witness
+from . import optional, orders, outcomes, relations, witness
 from .abstract import Builder, CannotBuild, MissingValue
 from .arguments import Target, arguments_of
 from .construct import NeedsConcrete
@@ -194,11 +194,9 @@ class _Checker:
                 outputs.append((run.text() if len(runs) > 1 else "", found))
         if self._assumed:
             notes.append(self._at_def("note", assumptions_text(self._assumed, t.name)))
-        taken = {k: v for k, v in self.relations.items() if k not in self.unusable}
-        if taken:
-            notes.append(
-                self._at_def("note", relations.relations_text(taken, first.scopes))
-            )
+        if taken := {k: v for k, v in self.relations.items() if k not in self.unusable}:
+            said = relations.relations_text(taken, first.scopes)
+            notes.append(self._at_def("note", said))
         # As the user reads them (`out of layers[0]`, `c // 1` as `c`, `...[0]`).
         readable = first.scopes.readable
         problems = [
@@ -236,11 +234,9 @@ class _Checker:
         return self._arguments(self._builder(run, dict(builder.sizes or {})))
 
     def _trace(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        t = self.t
-        traced = trace(t.inner, self.splitter, args, kwargs)
-        if traced.error is None:
+        traced = trace(self.t.inner, self.splitter, args, kwargs)
+        if (error := traced.error) is None:
             return traced.output
-        error = traced.error
         self._raised = f"{type(error).__name__}: {outcomes.first_lines(error)}"
         return issue_of(self.t, self.splitter, error, traced.stage, (args, kwargs))
 
@@ -314,13 +310,10 @@ class _Checker:
         return output if issue is None else issue
 
     def _builder(self, run: Run, sizes: dict[str, Any] | None) -> Builder:
-        scopes = InstanceScopes(self.several)
         if sizes is not None and (taken := {**self.fielded, **self.relations}):
             sizes = relations.with_relations(sizes, taken)
-        declared, own = self.declared, self.own
-        return Builder(
-            sizes, run.chosen, run.variant, declared=declared, own=own, scopes=scopes
-        )
+        at, scopes = (sizes, run.chosen, run.variant), InstanceScopes(self.several)
+        return Builder(*at, declared=self.declared, own=self.own, scopes=scopes)
 
     def _witnessed(
         self,
@@ -333,6 +326,10 @@ class _Checker:
         """The run at concrete witnesses (`witness.decide`), within `symbols`."""
         names, at = self._concrete(run, free, fixed, symbols)
         found = witness.decide(at, names, symbolic, self.t.inner, *self.named)
+        if not isinstance(found, ShapeIssue):  # and sizes of their own first
+            trial = self._concrete(run, free, fixed, symbols, most=-1)[1]
+            if note := orders.other_order(trial, names, self.declared):
+                self.findings.record(unsaid(note, self.relations | self.fielded), run)
         return unsaid(found, [*self.relations, *self.fielded])
 
     def _concrete(
@@ -354,6 +351,9 @@ class _Checker:
                 return relations.needed_at(text, every, self.relations, self.unknown)
 
             raised = self._raised  # what the run found, not its last try
+            if most < 0:  # a trial: the relations taken so far, and none new
+                found, self._raised = traced_at(every), raised
+                return found
             found = relations.solved_or_matched(
                 lambda: traced_at(every),
                 self._failure,

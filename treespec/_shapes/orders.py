@@ -8,12 +8,13 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 import jax
 
-from .report import ShapeIssue
+from .readings import by_names, shown
+from .report import ShapeIssue, as_note
 
 __all__ = [
     "MOST_SWAPS",
@@ -22,6 +23,7 @@ __all__ = [
     "built_in_order",
     "empty",
     "not_empty",
+    "other_order",
     "witnesses",
 ]
 
@@ -117,6 +119,37 @@ def not_empty(
     order = list(reversed(free))
     again = [(sizes, trace_at(sizes)) for sizes in witnesses(order, apart=True)]
     return (free, results) if any(empty(f) for _, f in again) else (order, again)
+
+
+def other_order(
+    trace_at: Callable[[dict[str, int]], Any],
+    free: Sequence[str],
+    declared: Collection[str],
+) -> ShapeIssue | None:
+    """Where every run held (at the first witness) and a size of its own (no
+    annotation declares it: a `hop_length: Static[int]`) took a larger
+    witness than a size the annotations name, the run with the sizes of
+    their own first (the smallest): where it fails with an error, a note
+    that says both assignments. A size of its own larger than the others
+    can make a size of the code's 1 (one frame of a hop longer than the
+    signal), and a 1 broadcasts as any bug does. Else None."""
+    own = [name for name in free if name not in declared]
+    order = [*own, *(name for name in free if name in declared)]
+    if not declared or not own or order == list(free):
+        return None
+    held, sizes = witnesses(free)[0], witnesses(order)[0]
+    found = trace_at(sizes)
+    if not isinstance(found, ShapeIssue) or found.severity != "error":
+        return None
+    if REFUSED in found.message:  # a constructor's refusal: nothing ran
+        return None
+    return as_note(
+        found,
+        f"holds only at some sizes: it runs at {shown(held)} and fails at "
+        f"{shown(sizes)} ({by_names(found.message, sizes)}); if the annotations "
+        "assume a relation between these sizes, state it with constraints= "
+        "(JAX's syntax)",
+    )
 
 
 def empty(found: Any) -> bool:
