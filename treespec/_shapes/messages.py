@@ -132,12 +132,9 @@ def unequal_sizes(text: str, listed: bool = False) -> list[tuple[str, str]]:
         for group in groups:  # the axis they are joined along may differ
             del group[int(axis)]
     elif (reshaped := _RESHAPED.search(text)) and (
-        reshaped[3] or _broadcast(reshaped[2])
+        new := [reshaped[3]] if reshaped[3] else _broadcast(reshaped[2])
     ):
-        groups = [
-            [reshaped[1]],
-            [reshaped[3]] if reshaped[3] else _broadcast(reshaped[2]),
-        ]
+        groups = [[reshaped[1]], new]
     elif "vmap got inconsistent sizes" in text:  # the sizes of a vmap's axes
         groups = [[size] for size in dict.fromkeys(_MAPPED.findall(text))]
     elif found := (listing or _SHAPES.search(text)):
