@@ -5,9 +5,10 @@ checked) with the abstract arguments `abstract.py` builds from its spec
 (symbolic dimensions, one per name), validated on the way in and out as a
 call of a transform is (the splitter's checks), once per variant and
 combination of static values; at concrete witnesses where symbolic sizes
-cannot decide (`witness.py`). What JAX raises becomes a `ShapeIssue`
-(`report.py`): `outcomes.py` says whether it is an error or a note,
-`user_code.py` at which line of the user's code.
+cannot decide (`witness.py`, run by `solving.py`, which holds what a check
+has learnt). What JAX raises becomes a `ShapeIssue` (`report.py`):
+`outcomes.py` says whether it is an error or a note, `user_code.py` at which
+line of the user's code.
 """
 
 from __future__ import annotations
@@ -15,27 +16,27 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from .._model.errors import SpecError
 from .._runtime.api import spec_for
 from .._runtime.checking.retrace import retraces_unsaid
 from .._runtime.reading.flags import Flags
 from .._transforms.base import Transformed
-from . import optional, orders, outcomes, relations, witness
+from . import optional, outcomes, relations, witness
 from .abstract import Builder, CannotBuild, MissingValue
-from .arguments import Target, arguments_of
+from .arguments import Target
 from .construct import NeedsConcrete
 from .counts import FEWER_MATCHES, counted_names, other_counts, sizes_unread
 from .declared import constraints_of, declared_of, values_declared
-from .leaves import declared_names, own_names, rounded_names
+from .leaves import own_names
 from .located import in_user_words, issue_of
-from .readings import assumptions_text, unsaid
+from .readings import assumptions_text
 from .report import ShapeIssue, ShapeReport
 from .returned import returned_issue
-from .runs import MAX_COMBINATIONS, Findings, Run, planned
-from .scopes import InstanceScopes
-from .sizes import constrained, given_sizes, satisfiable, symbols_for
+from .runs import MAX_COMBINATIONS, Run, planned
+from .sizes import given_sizes, satisfiable, symbols_for
+from .solving import Solving
 from .tracing import splitter_for, trace
 from .user_code import def_line, shown
 
@@ -143,29 +144,20 @@ def _target(fun: Any, statics: Mapping[str, Any]) -> Target:
     return Target(inner, spec, flags, default, given, declared, shown(file), line, name)
 
 
-class _Checker:
+class _Checker(Solving):
+    """One function's check: its runs, each solved (`Solving`), and its report."""
+
     def __init__(self, target: Target, constraints: tuple[str, ...]) -> None:
-        self.t = target
-        self.constraints = constraints
-        self.findings = Findings()
-        self._raised = ""  # what the last trace raised (for `symbolic_limit`)
-        self._assumed: dict[str, Any] = {}  # a constructor's, said in a note
-        spec = target.spec
-        nodes = [*(p.node for p in spec.params), spec.returns]
-        self.declared = declared_names(nodes)
-        self.own = own_names(nodes)
-        self.splitter = splitter_for(target.inner, spec, target.flags, target.default)
-        self.named = (rounded_names(nodes), self.declared)  # for `witness.decide`
-        #: Classes binding per instance (`scopes.py`); the relations taken.
-        self.several: frozenset[type] = frozenset()
-        self.relations: dict[str, str] = {}
-        self.guessed: set[str] = set()  # of those, one assignment of several
-        #: Relations the code needs that the checker could not use (a size it
-        #: cannot evaluate, `min(n, 3)`): the check stops there, in a note.
-        self.unusable: dict[str, str] = {}
-        #: A constructor's sizes to solve (`construct.Taken`), less those its
-        #: instance's fields hold under the function's names (`fielded`).
-        self.unknown, self.fielded = frozenset[str](), dict[str, str]()
+        super().__init__(target, constraints)
+        t = target
+        self.splitter = splitter_for(t.inner, t.spec, t.flags, t.default)
+
+    def _trace(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        traced = trace(self.t.inner, self.splitter, args, kwargs)
+        if (error := traced.error) is None:
+            return traced.output
+        self._raised = f"{type(error).__name__}: {outcomes.first_lines(error)}"
+        return issue_of(self.t, self.splitter, error, traced.stage, (args, kwargs))
 
     def run(self) -> ShapeReport:
         t = self.t
@@ -220,25 +212,6 @@ class _Checker:
         # A constructor's sizes that no annotation names: those to solve.
         self.unknown = first.taken.unknown
         return first
-
-    def _arguments(self, builder: Builder) -> tuple[list[Any], dict[str, Any]]:
-        """The call `builder` builds; built again where an instance holds a
-        constructor's size under a name of the function's (`fielded`)."""
-        built = arguments_of(self.t, builder)
-        unknown = self.unknown - self.relations.keys()
-        if not (named := {u: n for u, n in builder.fielded.items() if u in unknown}):
-            return built
-        self.fielded.update(named)
-        self.unknown -= named.keys()
-        run = Run(builder.variant, dict(builder.chosen))
-        return self._arguments(self._builder(run, dict(builder.sizes or {})))
-
-    def _trace(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        traced = trace(self.t.inner, self.splitter, args, kwargs)
-        if (error := traced.error) is None:
-            return traced.output
-        self._raised = f"{type(error).__name__}: {outcomes.first_lines(error)}"
-        return issue_of(self.t, self.splitter, error, traced.stage, (args, kwargs))
 
     def _one(
         self, run: Run, sizes: dict[str, Any], free: list[str], fixed: dict[str, Any]
@@ -308,88 +281,3 @@ class _Checker:
         taken = (self.relations, self.guessed)
         issue = returned_issue(output, self.t, self.splitter, taken, runs, at)
         return output if issue is None else issue
-
-    def _builder(self, run: Run, sizes: dict[str, Any] | None) -> Builder:
-        if sizes is not None and (taken := {**self.fielded, **self.relations}):
-            sizes = relations.with_relations(sizes, taken)
-        at, scopes = (sizes, run.chosen, run.variant), InstanceScopes(self.several)
-        return Builder(*at, declared=self.declared, own=self.own, scopes=scopes)
-
-    def _witnessed(
-        self,
-        run: Run,
-        free: list[str],
-        fixed: dict[str, Any],
-        symbolic: str,
-        symbols: Mapping[str, Any] | None = None,
-    ) -> Any:
-        """The run at concrete witnesses (`witness.decide`), within `symbols`."""
-        names, at = self._concrete(run, free, fixed, symbols)
-        found = witness.decide(at, names, symbolic, self.t.inner, *self.named)
-        if not isinstance(found, ShapeIssue):  # and sizes of their own first
-            trial = self._concrete(run, free, fixed, symbols, most=-1)[1]
-            if note := orders.other_order(trial, names, self.declared):
-                self.findings.record(unsaid(note, self.relations | self.fielded), run)
-        return unsaid(found, [*self.relations, *self.fielded])
-
-    def _concrete(
-        self,
-        run: Run,
-        free: list[str],
-        fixed: dict[str, Any],
-        symbols: Mapping[str, Any] | None = None,
-        most: int = relations.MAX_MATCHES,
-    ) -> tuple[list[str], Callable[[dict[str, int]], Any]]:
-        """The names, and a trace of the run at concrete sizes of them (the
-        unknowns no failure relates set equal to named sizes, `most` tries)."""
-        names, at = constrained(symbols or {}, free, self.constraints)
-
-        def trace_at(sizes: dict[str, int]) -> Any:
-            every = {**at(sizes), **fixed}
-
-            def needed(text: str) -> dict[str, str]:  # its sizes by their names
-                return relations.needed_at(text, every, self.relations, self.unknown)
-
-            raised = self._raised  # what the run found, not its last try
-            if most < 0:  # a trial: the relations taken so far, and none new
-                found, self._raised = traced_at(every), raised
-                return found
-            found = relations.solved_or_matched(
-                lambda: traced_at(every),
-                self._failure,
-                needed,
-                (self.relations, self.unusable, self.guessed),
-                (self.unknown, [n for n in names if n not in self.unknown]),
-                most,
-            )
-            if self._failure(found) is not None:
-                self._raised = raised
-            error = isinstance(found, ShapeIssue) and found.severity == "error"
-            return (
-                outcomes.unusable_note(found, self.unusable)
-                if error and self.unusable
-                else found
-            )
-
-        def traced_at(every: dict[str, Any]) -> Any:
-            builder = self._builder(run, every)
-            try:
-                args = self._arguments(builder)
-            except CannotBuild as error:  # a constructor's refusal of sizes
-                return self._at_def("note", f"{error.path} was not built: {error.why}")
-            except MissingValue as error:
-                return self._at_def("note", str(error))
-            finally:  # a constructor first run at witnesses takes unknowns too
-                self._assumed.update(builder.assumed)
-                self.unknown |= builder.taken.unknown - self.fielded.keys()
-            return self._trace(*args)
-
-        return names, trace_at
-
-    def _failure(self, found: Any) -> str | None:
-        """What an error found says (JAX's message), for `solved`."""
-        error = isinstance(found, ShapeIssue) and found.severity == "error"
-        return self._raised if error else None
-
-    def _at_def(self, severity: Literal["error", "note"], message: str) -> ShapeIssue:
-        return ShapeIssue(severity, self.t.file, self.t.line, self.t.name, message)
