@@ -188,3 +188,62 @@ def test_an_error_about_a_layers_own_size_names_it_as_the_user_reads_it() -> Non
     (error,) = treespec.check_shapes(_TwoLayers.__call__).errors
     assert "o of self.layers[0]" in error.message, error.message
     assert not re.search(r"\w__\d", error.message), error.message
+
+
+class Graph(eqx.Module):
+    nodes: Float[Array, "n dn"]
+    edges: Float[Array, "e de"]
+
+
+class Message(eqx.Module):
+    w: Float[Array, "dn+de dh"]
+
+
+def message_step(graph: Graph, message: Message) -> Graph:
+    # Each node takes the first edge's features; the node width changes.
+    n, de = graph.nodes.shape[0], graph.edges.shape[1]
+    first = jnp.broadcast_to(graph.edges[0], (n, de))
+    nodes = jnp.concatenate([graph.nodes, first], axis=1) @ message.w
+    return Graph(nodes=nodes, edges=graph.edges)
+
+
+GRAPH = Graph(nodes=jnp.ones((5, 3)), edges=jnp.ones((7, 2)))
+
+
+def test_returning_an_instance_leaves_the_arguments_names_as_they_are() -> None:
+    # One argument of the class: its names are the call's, whatever the
+    # function returns, so the message's `dn+de` reads the graph's sizes.
+    # The returned graph (node width 4) binds its own names: it is a second
+    # instance of the class, as jaxtyping checks it at its `__init__`.
+    out = treespec.jit(message_step)(GRAPH, Message(w=jnp.ones((5, 4))))
+    assert out.nodes.shape == (5, 4)
+    with pytest.raises(ValidationError) as info:
+        treespec.jit(message_step)(GRAPH, Message(w=jnp.ones((6, 4))))
+    message = str(info.value)
+    assert "message.w" in message and "dn=3" in message, message
+
+
+def test_a_returned_instance_is_still_checked_within_itself() -> None:
+    class Layer(eqx.Module):
+        weight: Float[Array, "out in"]
+        bias: Float[Array, " out"]
+
+    def grow(layer: Layer) -> Layer:
+        return Layer(weight=jnp.ones((4, 2)), bias=jnp.ones(3))  # 4 against 3
+
+    with pytest.raises(ValidationError) as info:
+        treespec.jit(grow)(Layer(weight=jnp.ones((3, 2)), bias=jnp.ones(3)))
+    assert "the return value" in str(info.value), str(info.value)
+    assert "out=4" in str(info.value), str(info.value)
+
+
+def test_the_shape_checker_binds_a_returned_instance_as_the_runtime_does() -> None:
+    assert treespec.check_shapes(message_step).ok
+
+    def message_step_bug(graph: Graph, message: Message) -> Graph:
+        nodes = graph.nodes @ message.w  # the bug: the edges' features left out
+        return Graph(nodes=nodes, edges=graph.edges)
+
+    report = treespec.check_shapes(message_step_bug)
+    assert not report.ok, str(report)
+    assert "(dn,) and (dn + de,)" in report.errors[0].message, str(report)

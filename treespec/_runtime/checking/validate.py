@@ -354,20 +354,36 @@ def pairs_of(infos: Sequence[LeafInfo], leaves: Sequence[Any]) -> list[Pair]:
     return [(info, info.resolve(leaf), leaf) for info, leaf in zip(infos, leaves)]
 
 
-def scopes_of(infos: Sequence[LeafInfo]) -> list[Any]:
+def scopes_of(infos: Sequence[LeafInfo], arguments: int | None = None) -> list[Any]:
     """Where each leaf binds its dimension names: in the call's one scope
     (None), or, for a leaf of an instance of a class the call holds several
     times (an MLP's list of `Linear`s, two arguments of one class), in that
     instance's own (its `LeafInfo.owner`), as jaxtyping checks each instance
-    at its `__init__`."""
-    instances: dict[type, set[str]] = {}
-    for info in infos:
+    at its `__init__`.
+
+    The first `arguments` of `infos` are the arguments' leaves (all of them
+    when None), the others the return's: how the arguments bind never
+    depends on what the function returns. An argument's instance binds
+    apart where the arguments hold its class several times; a returned
+    instance, where the arguments and the return together do (a graph given
+    and a graph returned: the given one's names are the call's, the
+    returned one's its own)."""
+    given = len(infos) if arguments is None else arguments
+    held: dict[type, set[str]] = {}
+    for info in infos[:given]:
         if info.owner is not None:
-            instances.setdefault(info.owner[0], set()).add(info.owner[1])
-    several = {cls for cls, paths in instances.items() if len(paths) > 1}
+            held.setdefault(info.owner[0], set()).add(info.owner[1])
+    apart = {cls for cls, paths in held.items() if len(paths) > 1}
+    for info in infos[given:]:
+        if info.owner is not None:
+            held.setdefault(info.owner[0], set()).add(info.owner[1])
+    returned_apart = {cls for cls, paths in held.items() if len(paths) > 1}
     return [
-        info.owner if info.owner is not None and info.owner[0] in several else None
-        for info in infos
+        info.owner
+        if info.owner is not None
+        and info.owner[0] in (apart if i < given else returned_apart)
+        else None
+        for i, info in enumerate(infos)
     ]
 
 
@@ -378,7 +394,8 @@ def check_call(arguments: Sequence[Pair], returned: Sequence[Pair] = ()) -> list
     When `returned` is given, the arguments are checked again first (silently:
     they passed already) so that their dimension sizes are bound for the return.
     """
-    scopes = scopes_of([info for info, _, _ in [*arguments, *returned]])
+    infos = [info for info, _, _ in [*arguments, *returned]]
+    scopes = scopes_of(infos, len(arguments))
     found: dict[int, Issue] = {}
     for scope in dict.fromkeys(scopes):
         mine = [i for i, s in enumerate(scopes) if s == scope]
