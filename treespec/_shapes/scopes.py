@@ -1,5 +1,5 @@
 """Where a dimension name binds in a shape check: the call's one scope, or an
-instance's own, as at run time (`_runtime/validate.scopes_of`).
+instance's own, as at run time (`_runtime/checking/scopes.scopes_of`).
 
 At run time a class the call holds several times (an MLP's list of `Linear`s,
 two arguments of one class) binds its fields' names per instance. The check

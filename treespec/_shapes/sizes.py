@@ -14,7 +14,7 @@ import jax
 
 from .._model.spec import Node, Param
 from .._runtime.checking.dims import bound_dims
-from .._runtime.checking.validate import scopes_of
+from .._runtime.checking.scopes import scopes_of
 from .._runtime.planning.resolve import walk_value
 from .._runtime.reading.typing_forms import is_jaxtyping_array
 from .orders import witnesses

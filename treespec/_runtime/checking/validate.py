@@ -39,6 +39,7 @@ from .dims import (
     names_read,
     reading_order,
 )
+from .scopes import scopes_of
 from .symbolic import is_dim_expr, match_symbolic, symbolic_conflicts
 
 __all__ = [
@@ -47,7 +48,6 @@ __all__ = [
     "check_leaves",
     "jaxtyping_context",
     "pairs_of",
-    "scopes_of",
 ]
 
 #: A static leaf's check: an `int` where a `float` is annotated (an `int` or
@@ -352,39 +352,6 @@ Pair = tuple[LeafInfo, Kind, Any]
 def pairs_of(infos: Sequence[LeafInfo], leaves: Sequence[Any]) -> list[Pair]:
     """Each leaf with its info and its resolved kind."""
     return [(info, info.resolve(leaf), leaf) for info, leaf in zip(infos, leaves)]
-
-
-def scopes_of(infos: Sequence[LeafInfo], arguments: int | None = None) -> list[Any]:
-    """Where each leaf binds its dimension names: in the call's one scope
-    (None), or, for a leaf of an instance of a class the call holds several
-    times (an MLP's list of `Linear`s, two arguments of one class), in that
-    instance's own (its `LeafInfo.owner`), as jaxtyping checks each instance
-    at its `__init__`.
-
-    The first `arguments` of `infos` are the arguments' leaves (all of them
-    when None), the others the return's: how the arguments bind never
-    depends on what the function returns. An argument's instance binds
-    apart where the arguments hold its class several times; a returned
-    instance, where the arguments and the return together do (a graph given
-    and a graph returned: the given one's names are the call's, the
-    returned one's its own)."""
-    given = len(infos) if arguments is None else arguments
-    held: dict[type, set[str]] = {}
-    for info in infos[:given]:
-        if info.owner is not None:
-            held.setdefault(info.owner[0], set()).add(info.owner[1])
-    apart = {cls for cls, paths in held.items() if len(paths) > 1}
-    for info in infos[given:]:
-        if info.owner is not None:
-            held.setdefault(info.owner[0], set()).add(info.owner[1])
-    returned_apart = {cls for cls, paths in held.items() if len(paths) > 1}
-    return [
-        info.owner
-        if info.owner is not None
-        and info.owner[0] in (apart if i < given else returned_apart)
-        else None
-        for i, info in enumerate(infos)
-    ]
 
 
 def check_call(arguments: Sequence[Pair], returned: Sequence[Pair] = ()) -> list[Issue]:
