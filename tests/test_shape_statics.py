@@ -47,6 +47,35 @@ def test_a_static_sizes_twin_with_a_bug_is_an_error() -> None:
 
 
 @treespec.jit
+def top_k_pool(
+    nodes: Float[Array, "n d"], projection: Float[Array, " d"], k: Static[int]
+) -> Float[Array, "k d"]:
+    _, idx = jax.lax.top_k(nodes @ projection, k)  # over a vector: shape=[n]
+    return nodes[idx]
+
+
+@treespec.jit
+def top_k_pool_bug(
+    nodes: Float[Array, "n d"], projection: Float[Array, " d"], k: Static[int]
+) -> Float[Array, "k d"]:
+    _, idx = jax.lax.top_k(nodes @ projection, k)
+    return nodes[:, idx]  # the bug: the features indexed, not the nodes
+
+
+def test_top_k_over_a_vector_needs_only_an_ordering() -> None:
+    # JAX writes a vector's shape as a list (`shape=[11]`): a size, read as
+    # `n`, never an index of a key path left a number; so the ordering is
+    # found, a note, as for a matrix's rows.
+    report = treespec.check_shapes(top_k_pool)
+    assert report.ok and not report.skipped, str(report)
+    (note,) = report.notes
+    assert "constraints=('n >= k',)" in note.message, str(report)
+    assert "shape=[n]" in note.message, str(report)
+    (error,) = treespec.check_shapes(top_k_pool_bug).errors
+    assert "the return value" in error.message, str(error)
+
+
+@treespec.jit
 def top_k_hits(
     logits: Float[Array, "b c"], labels: Int[Array, " b"], k: Static[int]
 ) -> Float[Array, " b"]:

@@ -24,6 +24,11 @@ __all__ = [
 _DTYPE = re.compile(r"\b(?:bool|(?:b?float|u?int|complex)\d+)\[$")
 
 
+#: What an index of a key path follows (`blocks[11]`, `x['a'][11]`), where a
+#: shape written as a list does not (`shape=[11]`).
+_INDEXED = re.compile(r"[\w\])'\"]\[$")
+
+
 def by_names(text: str, sizes: Mapping[str, int]) -> str:
     """`text` with each witness size written as its dimension's name, and a
     product of two of them, twice or three times one, or a half, third or
@@ -50,10 +55,11 @@ def by_names(text: str, sizes: Mapping[str, int]) -> str:
 
     def named(match: re.Match[str]) -> str:
         number, after = match.group(0), text[match.end() :]
+        before = text[: match.start()]
         if after.startswith(" problem") or (
             after.startswith("]")
-            and text[: match.start()].endswith("[")
-            and not _DTYPE.search(text[: match.start()])
+            and _INDEXED.search(before)
+            and not _DTYPE.search(before)
         ):  # a count, or an index of a key path (`blocks[11]`): no size
             return number
         return names.get(int(number), number)
