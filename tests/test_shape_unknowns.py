@@ -658,6 +658,57 @@ def test_a_count_of_layers_is_never_tried_at_other_values() -> None:
     assert set(built) == {1}, built
 
 
+class StackedGRU(eqx.Module):
+    cells: list[eqx.nn.GRUCell]
+
+    def __init__(self, din: int, dh: int, num_layers: int, *, key: Any) -> None:
+        keys = jax.random.split(key, num_layers)
+        sizes = [din] + [dh] * (num_layers - 1)
+        self.cells = [eqx.nn.GRUCell(i, dh, key=k) for i, k in zip(sizes, keys)]
+
+    def scanned(
+        self, xs: Float[Array, "t din"], h0: Float[Array, "nl dh"], axis: int
+    ) -> tuple[Float[Array, "t dh"], Float[Array, "nl dh"]]:
+        def step(hs: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+            new = []
+            for cell, h in zip(self.cells, hs):
+                x = cell(x, h)
+                new.append(x)
+            return jnp.stack(new, axis=axis), x
+
+        last, ys = jax.lax.scan(step, h0, xs)
+        return ys, last
+
+    @treespec.jit
+    def __call__(
+        self, xs: Float[Array, "t din"], h0: Float[Array, "nl dh"]
+    ) -> tuple[Float[Array, "t dh"], Float[Array, "nl dh"]]:
+        return self.scanned(xs, h0, axis=0)
+
+
+class StackedGRUBug(StackedGRU):
+    @treespec.jit
+    def __call__(
+        self, xs: Float[Array, "t din"], h0: Float[Array, "nl dh"]
+    ) -> tuple[Float[Array, "t dh"], Float[Array, "nl dh"]]:
+        return self.scanned(xs, h0, axis=-1)  # the bug: states stacked last
+
+
+def test_a_count_of_layers_the_code_stacks_is_set_against_its_named_size() -> None:
+    # One state per layer, stacked against `h0: "nl dh"`: the layers' count
+    # stands against `nl` (`float32[1,dh]` against `float32[nl,dh]`), so it
+    # is tried at `nl`, where the stack runs: a note, not an error. Never at
+    # more than 64 layers (a chain's sizes reach thousands of cells).
+    report, built = _checked_counting(StackedGRU.__call__, StackedGRU, "num_layers")
+    assert report.ok and not report.skipped, str(report)
+    assert any("num_layers=nl" in n.message for n in report.notes), str(report)
+    assert max(built) <= 64, built
+    # Stacked on the wrong axis, `(dh, nl)` against `(nl, dh)`: two names.
+    report = treespec.check_shapes(StackedGRUBug.__call__)
+    (error,) = report.errors
+    assert "float32[dh,1]" in error.message or "float32[dh,nl]" in error.message
+
+
 @treespec.jit
 def _lstm_cell(
     w_x: Float[Array, "i g"],

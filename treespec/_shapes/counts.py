@@ -54,18 +54,20 @@ _CHAIN_NAMES = 8
 
 
 #: A count of repetitions (`num_layers`, `depth`): it stacks parts of one
-#: shape, so no other value of it makes a shape fit; never varied.
+#: shape, so no ratio of sizes makes a shape fit (never varied at a chain);
+#: only a failure that sets its value against a named size does (a stacked
+#: GRU's states, `float32[1,dh]` against `h0: "nl dh"`: `num_layers=nl`).
 _REPEATS = re.compile(r"(layers|blocks|stages|depth|steps|repeats|iterations)$", re.I)
 
 
 def counted_names(assumed: Mapping[str, Any]) -> dict[str, int]:
-    """The counts a constructor took by assumption that may shape an array
-    (`num_heads`, `groups`, not `num_layers`), by parameter name (the
-    builder gives a parameter so named the size of a run of that name)."""
+    """The counts a constructor took by assumption (`num_heads`, `groups`,
+    `num_layers`), by parameter name (the builder gives a parameter so
+    named the size of a run of that name)."""
     return {
         where.rpartition(".")[2]: value
         for where, value in assumed.items()
-        if type(value) is int and not _REPEATS.search(where)
+        if type(value) is int
     }
 
 
@@ -119,8 +121,9 @@ def _chained(names: Sequence[str], counts: Mapping[str, int]) -> Iterator[_Try]:
     every = chains(names, _CHAIN_NAMES)
     for chain in every:
         yield chain, dict(counts), "", ""
+    varied = [name for name in counts if not _REPEATS.search(name)]
     for chain in every:
-        for name, value in itertools.product(counts, _ratios(chain)):
+        for name, value in itertools.product(varied, _ratios(chain)):
             yield chain, {**counts, name: value}, "", ""
 
 
@@ -161,9 +164,13 @@ def _paired(
         others = chains(names, _CHAIN_NAMES)
     for chosen, (_, n) in [*zip(groups, against), *_each(against, counts)]:
         said = ", ".join(f"{c}={n}" for c in chosen)
+        # A count of repetitions builds and runs that many parts: never
+        # more than `_LARGEST` (a chain's sizes reach thousands).
+        most = _LARGEST if any(_REPEATS.search(c) for c in chosen) else None
         if at != "odd":
             for other in others:
-                yield other, {**counts, **dict.fromkeys(chosen, other[n])}, "", said
+                if most is None or other[n] <= most:
+                    yield other, {**counts, **dict.fromkeys(chosen, other[n])}, "", said
             continue
         set_to = {**counts, **dict.fromkeys(chosen, sizes[n])}
         yield sizes, set_to, "", said
