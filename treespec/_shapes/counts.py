@@ -172,6 +172,8 @@ def _paired(
                 if most is None or other[n] <= most:
                     yield other, {**counts, **dict.fromkeys(chosen, other[n])}, "", said
             continue
+        if most is not None and sizes[n] > most:
+            continue
         set_to = {**counts, **dict.fromkeys(chosen, sizes[n])}
         yield sizes, set_to, "", said
         for x, y in [(x, y) for x, y in named if n not in (x, y)]:
