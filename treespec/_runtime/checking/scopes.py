@@ -35,15 +35,7 @@ def scopes_of(infos: Sequence[_Owned], arguments: int | None = None) -> list[Any
     and a graph returned: the given one's names are the call's, the
     returned one's its own)."""
     given = len(infos) if arguments is None else arguments
-    held: dict[type, set[str]] = {}
-    for info in infos[:given]:
-        if info.owner is not None:
-            held.setdefault(info.owner[0], set()).add(info.owner[1])
-    apart = {cls for cls, paths in held.items() if len(paths) > 1}
-    for info in infos[given:]:
-        if info.owner is not None:
-            held.setdefault(info.owner[0], set()).add(info.owner[1])
-    returned_apart = {cls for cls, paths in held.items() if len(paths) > 1}
+    apart, returned_apart = _held_several(infos[:given]), _held_several(infos)
     return [
         info.owner
         if info.owner is not None
@@ -51,3 +43,12 @@ def scopes_of(infos: Sequence[_Owned], arguments: int | None = None) -> list[Any
         else None
         for i, info in enumerate(infos)
     ]
+
+
+def _held_several(infos: Sequence[_Owned]) -> set[type]:
+    """The classes of which `infos` hold several instances (distinct paths)."""
+    held: dict[type, set[str]] = {}
+    for info in infos:
+        if info.owner is not None:
+            held.setdefault(info.owner[0], set()).add(info.owner[1])
+    return {cls for cls, paths in held.items() if len(paths) > 1}
