@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, Literal
@@ -166,13 +167,13 @@ def _paired(
         said = ", ".join(f"{c}={n}" for c in chosen)
         # A count of repetitions builds and runs that many parts: never
         # more than `_LARGEST` (a chain's sizes reach thousands).
-        most = _LARGEST if any(_REPEATS.search(c) for c in chosen) else None
+        most = _LARGEST if any(_REPEATS.search(c) for c in chosen) else math.inf
         if at != "odd":
             for other in others:
-                if most is None or other[n] <= most:
+                if other[n] <= most:
                     yield other, {**counts, **dict.fromkeys(chosen, other[n])}, "", said
             continue
-        if most is not None and sizes[n] > most:
+        if sizes[n] > most:
             continue
         set_to = {**counts, **dict.fromkeys(chosen, sizes[n])}
         yield sizes, set_to, "", said
